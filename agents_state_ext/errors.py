@@ -1,0 +1,91 @@
+"""The one exception tree of agents-state-ext.
+
+Every error the library raises on purpose derives from :class:`StateExtError`, and each also
+derives from the closest builtin so existing ``except ValueError`` / ``except KeyError`` clauses
+keep working::
+
+    StateExtError
+    ├── MixedStateOwnerError          (ValueError)  two owners of one conversation's state
+    ├── HandoffFilterError            (ValueError)  a handoff would rewrite server-owned history
+    ├── InputFilterError              (TypeError)   a call_model_input_filter returned a bad shape
+    ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
+    ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
+    ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
+    ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
+    │   └── NodeNotFoundError         (KeyError)    an unknown node id
+    └── StoreError                                  a conversation store failed
+        ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
+        └── ConversationNotFoundError (KeyError)    an unknown conversation id
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConcurrentUpdateError",
+    "ContextOverflowError",
+    "ConversationNotFoundError",
+    "GraphError",
+    "HandoffFilterError",
+    "InputFilterError",
+    "MixedStateOwnerError",
+    "NodeNotFoundError",
+    "StateBlobError",
+    "StateExtError",
+    "StoreError",
+    "TokenizerUnavailableError",
+]
+
+
+class StateExtError(Exception):
+    """Root of every error agents-state-ext raises on purpose."""
+
+
+class MixedStateOwnerError(StateExtError, ValueError):
+    """Two owners of one conversation's state were configured; raised before anything is sent."""
+
+
+class HandoffFilterError(StateExtError, ValueError):
+    """A handoff input filter would rewrite history that the server already owns."""
+
+
+class InputFilterError(StateExtError, TypeError):
+    """A ``call_model_input_filter`` returned something other than ``ModelInputData`` with a list."""
+
+
+class StateBlobError(StateExtError, ValueError):
+    """A serialized state envelope is malformed, truncated, tampered with or of an unknown version."""
+
+
+class ContextOverflowError(StateExtError, ValueError):
+    """The required parts of a request alone exceed its token budget, and it was asked to be sent."""
+
+
+class TokenizerUnavailableError(StateExtError, RuntimeError):
+    """No exact tokenizer could be loaded; the library never falls back to an approximate count."""
+
+
+class GraphError(StateExtError, ValueError):
+    """An action that is not valid on a ConversationGraph; the graph is left unchanged."""
+
+
+class NodeNotFoundError(GraphError, KeyError):
+    """A node id that the graph does not hold."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message; keep it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreError(StateExtError):
+    """A conversation store could not do what was asked."""
+
+
+class ConcurrentUpdateError(StoreError):
+    """A compare-and-set on a branch head lost: another writer moved the head first."""
+
+
+class ConversationNotFoundError(StoreError, KeyError):
+    """A conversation id that the store does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,84 @@
+"""The message node of a ConversationGraph: one user, assistant or system message with its status."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
+
+Role = Literal["system", "user", "assistant"]
+NodeStatus = Literal["queued", "streaming", "complete", "cancelled", "failed", "invalid"]
+NODE_STATUSES: tuple[NodeStatus, ...] = (
+    "queued",
+    "streaming",
+    "complete",
+    "cancelled",
+    "failed",
+    "invalid",
+)
+
+
+@dataclass
+class Node:
+    """One message in the graph.
+
+    ``items`` holds the message as Responses input items, so an assistant attempt that called
+    tools keeps its ``function_call`` / ``function_call_output`` items and its final message
+    together: a turn is never split. ``attempt_id`` and ``request_id`` are set on assistant
+    attempts; ``meta`` carries free-form attempt metadata (response id, model, error text, the
+    node an edit replaced, ...).
+    """
+
+    id: str
+    parent_id: str | None
+    role: Role
+    status: NodeStatus
+    items: list[dict[str, Any]] = field(default_factory=list)
+    attempt_id: str | None = None
+    request_id: str | None = None
+    created_at: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The concatenated text of this node's message content (tool items excluded)."""
+        parts: list[str] = []
+        for item in self.items:
+            content = item.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                for piece in content:
+                    if isinstance(piece, dict) and isinstance(piece.get("text"), str):
+                        parts.append(piece["text"])
+        return "".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy of this node."""
+        return {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "role": self.role,
+            "status": self.status,
+            "items": copy.deepcopy(self.items),
+            "attempt_id": self.attempt_id,
+            "request_id": self.request_id,
+            "created_at": self.created_at,
+            "meta": copy.deepcopy(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Node:
+        """Rebuild a node written by :meth:`to_dict`."""
+        return cls(
+            id=data["id"],
+            parent_id=data.get("parent_id"),
+            role=data["role"],
+            status=data["status"],
+            items=copy.deepcopy(list(data.get("items") or [])),
+            attempt_id=data.get("attempt_id"),
+            request_id=data.get("request_id"),
+            created_at=float(data.get("created_at") or 0.0),
+            meta=copy.deepcopy(dict(data.get("meta") or {})),
+        )
