@@ -1,0 +1,56 @@
+"""The only place agents-state-ext touches private names of the Agents SDK.
+
+Each name here has a contract test in ``tests/test_compat.py`` that fails loudly when an SDK
+release renames or changes it; ``pyproject.toml`` bounds ``openai-agents`` to the versions
+those tests pass on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from agents.models import _retry_runtime, _run_context
+
+__all__ = [
+    "current_run_owner",
+    "inner_openai_client",
+    "provider_retries_disabled",
+    "stored_stream_exception",
+    "supports_default_prompt_cache_key",
+]
+
+
+def current_run_owner() -> object | None:
+    """The object that identifies the SDK run making the current model call (None outside one)."""
+    return _run_context.get_model_run_owner()
+
+
+@contextmanager
+def provider_retries_disabled() -> Iterator[None]:
+    """Turn off the openai client's own hidden retries for a stateful request."""
+    with _retry_runtime.provider_managed_retries_disabled(True):
+        yield
+
+
+def supports_default_prompt_cache_key(model: object) -> bool:
+    """Whether the SDK would give ``model`` its default ``prompt_cache_key``."""
+    probe = getattr(model, "_supports_default_prompt_cache_key", None)
+    if probe is None:
+        return False
+    return bool(probe())
+
+
+def inner_openai_client(model: object) -> Any | None:
+    """The ``AsyncOpenAI`` client an ``OpenAIResponsesModel`` talks through, if it has one."""
+    getter = getattr(model, "_get_client", None)
+    if callable(getter):
+        return getter()
+    return getattr(model, "_client", None)
+
+
+def stored_stream_exception(result: object) -> BaseException | None:
+    """The exception a streamed run ended with, which the SDK keeps until ``stream_events()``."""
+    error = getattr(result, "_stored_exception", None)
+    return error if isinstance(error, BaseException) else None

@@ -1,0 +1,62 @@
+"""The ``call_model_input_filter`` adapter: the user's filter sees and decides the real payload."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agents.run_config import CallModelData, ModelInputData
+
+from .errors import InputFilterError
+
+if TYPE_CHECKING:
+    from .state import ConversationState
+
+__all__ = ["tracked_input_filter"]
+
+UserFilter = Callable[[CallModelData[Any]], "ModelInputData | Awaitable[ModelInputData]"]
+
+
+def tracked_input_filter(
+    user_filter: UserFilter | None = None,
+    *,
+    state: ConversationState | None = None,
+) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
+    """Wrap a sync or async ``call_model_input_filter`` for use under a conversation state.
+
+    Under server ownership (``state`` with a tracker) the filter is handed the payload the model
+    will really get: input the server never acknowledged first, then only what the server lacks.
+    The list it returns is sent exactly as returned, and is what the ledger marks sent (and
+    rewinds if the request fails). A return value that is not ``ModelInputData`` with a
+    ``list`` input raises :class:`~agents_state_ext.InputFilterError` and nothing is sent.
+    ``state.run_config()`` installs this adapter for you; use it directly only to build a
+    ``RunConfig`` by hand.
+    """
+
+    async def adapter(data: CallModelData[Any]) -> ModelInputData:
+        binding = state._binding if state is not None else None
+        ours = binding is not None and (state is None or state._owns_agent(data.agent))
+        if binding is not None and ours:
+            data.model_data.input = binding.tracker.reduce(data.model_data.input)
+        if user_filter is None:
+            result: Any = data.model_data
+        else:
+            result = user_filter(data)
+            if inspect.isawaitable(result):
+                result = await result
+        if not isinstance(result, ModelInputData):
+            raise InputFilterError(
+                "call_model_input_filter must return agents.ModelInputData, got "
+                f"{type(result).__name__}"
+            )
+        if not isinstance(result.input, list):
+            raise InputFilterError(
+                "call_model_input_filter must return ModelInputData whose input is a list, got "
+                f"{type(result.input).__name__}"
+            )
+        if binding is not None and ours:
+            binding.filter_batch = list(result.input)
+        return result
+
+    return adapter

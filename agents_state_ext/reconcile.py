@@ -1,0 +1,50 @@
+"""Evidence, not guesses: settle a conversation request whose fate the client never heard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tracker import ServerConversationTracker, item_to_dict
+
+__all__ = ["reconcile_conversation"]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _signature(item: Any) -> tuple[str, str, str]:
+    """What identifies an item's content across its input and stored forms."""
+    data = item_to_dict(item)
+    kind = str(data.get("type") or "message")
+    if kind == "message":
+        return (kind, str(data.get("role")), _text(data.get("content")))
+    if "call_id" in data and kind.endswith("_output"):
+        return (kind, str(data["call_id"]), str(data.get("output")))
+    return (kind, str(data.get("id")), "")
+
+
+async def reconcile_conversation(tracker: ServerConversationTracker, client: Any) -> None:
+    """Read the conversation's newest items and settle the tracker's uncertain batch.
+
+    The items added after the newest item the tracker knows of are listed in order. If any of
+    them carries the content of an uncertain item, the server accepted that request (a request
+    is appended as a whole), so the batch and everything the conversation gained count as
+    acknowledged; otherwise the batch is pending and will be sent again.
+    """
+    conversation_id = tracker.conversation_id
+    if conversation_id is None or not tracker.uncertain:
+        return
+    kwargs: dict[str, Any] = {"order": "asc", "limit": 100}
+    if tracker.last_item_id is not None:
+        kwargs["after"] = tracker.last_item_id
+    gained: list[Any] = []
+    async for item in client.conversations.items.list(conversation_id, **kwargs):
+        gained.append(item)
+    wanted = {_signature(item) for item in tracker.uncertain}
+    accepted = any(_signature(item) in wanted for item in gained)
+    tracker.settle_uncertain(accepted=accepted, server_items=gained if accepted else ())

@@ -1,0 +1,237 @@
+"""``ConversationState``: the one owner of a conversation's state, configured per run."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from agents import Agent, RunConfig, Runner
+from agents.exceptions import InputGuardrailTripwireTriggered
+from agents.memory import Session
+from agents.models.interface import Model
+from agents.result import RunResult, RunResultStreaming
+
+from . import _compat
+from .binding import bind_agent
+from .errors import MixedStateOwnerError
+from .filters import tracked_input_filter
+from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider, _Binding
+from .tracker import ServerConversationTracker
+
+__all__ = ["ConversationState", "StrategyName"]
+
+StrategyName = Literal["replay", "session", "previous_response", "conversation"]
+
+# Runner keyword arguments that would make the SDK a second owner of the state.
+_OWNER_KWARGS = ("previous_response_id", "auto_previous_response_id", "conversation_id", "session")
+
+
+class ConversationState:
+    """One per conversation: names its state owner and, for server strategies, holds the ledger.
+
+    Build it with one of the constructors — :meth:`replay`, :meth:`session`,
+    :meth:`previous_response` or :meth:`conversation` — then run agents with :meth:`run` /
+    :meth:`run_streamed`, or pass :meth:`run_config` to ``Runner`` yourself.
+    """
+
+    def __init__(
+        self,
+        strategy: StrategyName,
+        *,
+        tracker: ServerConversationTracker | None = None,
+        session: Session | None = None,
+        client: Any | None = None,
+    ) -> None:
+        self.strategy: StrategyName = strategy
+        self._session = session
+        self._binding: _Binding | None = None
+        self._graph_ids: set[int] | None = None
+        if strategy in ("previous_response", "conversation"):
+            if tracker is None:
+                raise ValueError(f"the {strategy} strategy needs a tracker")
+            self._binding = _Binding(tracker=tracker, reconcile_client=client)
+
+    # -- constructors ------------------------------------------------------------------------
+
+    @classmethod
+    def replay(cls) -> ConversationState:
+        """The application owns history and replays it (e.g. ``result.to_input_list()``)."""
+        return cls("replay")
+
+    @classmethod
+    def session(cls, session: Session) -> ConversationState:
+        """An SDK ``Session`` owns history; runs get ``session=`` and no server ids."""
+        return cls("session", session=session)
+
+    @classmethod
+    def previous_response(
+        cls, previous_response_id: str | None = None, *, prompt_cache_key: str | None = None
+    ) -> ConversationState:
+        """The Responses API owns history, chained by ``previous_response_id``.
+
+        ``None`` starts a new chain that then follows itself, like ``auto_previous_response_id``.
+        Every request of the conversation carries one stable ``prompt_cache_key`` (generated
+        unless given, and kept across dumps/loads) unless the model settings set their own.
+        """
+        tracker = ServerConversationTracker(
+            strategy="previous_response",
+            previous_response_id=previous_response_id,
+            prompt_cache_key=prompt_cache_key,
+        )
+        return cls("previous_response", tracker=tracker)
+
+    @classmethod
+    def conversation(
+        cls,
+        conversation_id: str,
+        *,
+        client: Any | None = None,
+        prompt_cache_key: str | None = None,
+    ) -> ConversationState:
+        """The Conversations API owns history under ``conversation_id``.
+
+        ``client`` (an ``AsyncOpenAI``) is used to read the conversation's items when a request
+        failed after the server may have accepted it; by default the model's own client is used.
+        The prompt cache key defaults to one derived from the conversation id.
+        """
+        tracker = ServerConversationTracker(
+            strategy="conversation",
+            conversation_id=conversation_id,
+            prompt_cache_key=prompt_cache_key or f"agents-state-ext:{conversation_id}",
+        )
+        return cls("conversation", tracker=tracker, client=client)
+
+    # -- what callers read -------------------------------------------------------------------
+
+    @property
+    def tracker(self) -> ServerConversationTracker | None:
+        """The ledger of a server strategy; ``None`` for replay and session."""
+        return self._binding.tracker if self._binding is not None else None
+
+    @property
+    def partial(self) -> PartialOutput | None:
+        """The newest streamed attempt's response id and text, kept when it was cancelled."""
+        return self._binding.partial if self._binding is not None else None
+
+    @property
+    def requests(self) -> list[SentRequest]:
+        """Every request the ledger sent, exactly as sent, oldest first."""
+        return list(self._binding.requests) if self._binding is not None else []
+
+    @property
+    def is_server_managed(self) -> bool:
+        """Whether a server (Responses or Conversations API) owns this conversation's history."""
+        return self._binding is not None
+
+    # -- configuring runs --------------------------------------------------------------------
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """A copy of ``base`` with this conversation's wrapping model, provider and filter.
+
+        For server strategies every model resolved by the run goes through the ledger, and the
+        ``call_model_input_filter`` of ``base`` (if any) is wrapped by
+        :func:`~agents_state_ext.tracked_input_filter`.
+        """
+        base = base if base is not None else RunConfig()
+        binding = self._binding
+        if binding is None:
+            if base.call_model_input_filter is None:
+                return dataclasses.replace(base)
+            return dataclasses.replace(
+                base, call_model_input_filter=tracked_input_filter(base.call_model_input_filter)
+            )
+        provider = base.model_provider
+        if not isinstance(provider, TrackedModelProvider):
+            provider = TrackedModelProvider(provider, binding)
+        model = base.model
+        if isinstance(model, Model) and not isinstance(model, TrackedModel):
+            model = TrackedModel(model, binding)
+        return dataclasses.replace(
+            base,
+            model=model,
+            model_provider=provider,
+            call_model_input_filter=tracked_input_filter(base.call_model_input_filter, state=self),
+        )
+
+    def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
+        clashes = [key for key in _OWNER_KWARGS if runner_kwargs.get(key) not in (None, False)]
+        if clashes:
+            raise MixedStateOwnerError(
+                f"{', '.join(clashes)} passed to run() would be a second owner of this "
+                f"conversation's state, which the {self.strategy} strategy of ConversationState "
+                "already owns; drop those arguments (the state supplies them)"
+            )
+        kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
+        kwargs["run_config"] = self.run_config(kwargs.get("run_config"))
+        tracker = self.tracker
+        if self.strategy == "session":
+            kwargs["session"] = self._session
+        elif tracker is not None and self.strategy == "previous_response":
+            kwargs["previous_response_id"] = tracker.previous_response_id
+            kwargs["auto_previous_response_id"] = True
+        elif tracker is not None:
+            kwargs["conversation_id"] = tracker.conversation_id
+        return kwargs
+
+    def _bind(self, agent: Agent[Any]) -> Agent[Any]:
+        if self._binding is None:
+            return agent
+        seen: dict[int, Agent[Any]] = {}
+        bound = bind_agent(agent, self._binding, seen)
+        self._graph_ids = {id(copy) for copy in seen.values()}
+        self._binding.release()
+        return bound
+
+    def _owns_agent(self, agent: object) -> bool:
+        return self._graph_ids is None or id(agent) in self._graph_ids
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResult:
+        """Run ``agent`` on ``input`` under this conversation's state (``Runner.run`` kwargs ok).
+
+        For server strategies a run is a transaction: if an input guardrail trips, the rejected
+        input is dropped and the cursor goes back to where the run began.
+        """
+        kwargs = self._runner_kwargs(runner_kwargs)
+        bound = self._bind(agent)
+        snapshot = self.tracker.to_dict() if self.tracker is not None else None
+        try:
+            return await Runner.run(bound, input, **kwargs)
+        except InputGuardrailTripwireTriggered:
+            self._restore(snapshot)
+            raise
+        finally:
+            if self._binding is not None:
+                self._binding.release()
+
+    def run_streamed(
+        self, agent: Agent[Any], input: Any, **runner_kwargs: Any
+    ) -> RunResultStreaming:
+        """Like :meth:`run`, streamed; the same requests go over the wire."""
+        kwargs = self._runner_kwargs(runner_kwargs)
+        bound = self._bind(agent)
+        snapshot = self.tracker.to_dict() if self.tracker is not None else None
+        result = Runner.run_streamed(bound, input, **kwargs)
+        task = result.run_loop_task
+        if task is not None and self._binding is not None:
+            binding = self._binding
+
+            def finished(_: object) -> None:
+                error = _compat.stored_stream_exception(result)
+                if not task.cancelled() and task.exception() is not None:
+                    error = task.exception()
+                if isinstance(error, InputGuardrailTripwireTriggered):
+                    self._restore(snapshot)
+                binding.release()
+
+            task.add_done_callback(finished)
+        return result
+
+    def _restore(self, snapshot: dict[str, Any] | None) -> None:
+        if snapshot is None or self._binding is None:
+            return
+        self._binding.tracker = ServerConversationTracker.from_dict(snapshot)
+
+    def __repr__(self) -> str:
+        return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"

@@ -1,0 +1,333 @@
+"""``ServerConversationTracker``: the durable ledger of what the server holds for a conversation."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from .errors import StateBlobError
+
+__all__ = ["ServerConversationTracker", "item_to_dict"]
+
+TRACKER_VERSION = 1
+# Changelog of the serialized form (to_dict):
+#   1: first version.
+
+Strategy = Literal["previous_response", "conversation"]
+
+
+def item_to_dict(item: Any) -> dict[str, Any]:
+    """A plain JSON-ready dict for an input or output item (dicts are returned as they are)."""
+    if isinstance(item, dict):
+        return item
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        result = dump(exclude_unset=True, mode="json")
+        if isinstance(result, dict):
+            return result
+    if isinstance(item, Mapping):
+        return dict(item)
+    raise TypeError(f"cannot read a conversation item of type {type(item).__name__}")
+
+
+def _field(item: Any, name: str) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def _digest(item: Any) -> str:
+    data = dict(item_to_dict(item))
+    # Volatile fields differ between an output item and its replay as input.
+    data.pop("status", None)
+    data.pop("id", None)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _is_tool_output(item: Any) -> bool:
+    kind = _field(item, "type")
+    return isinstance(kind, str) and kind.endswith("_output")
+
+
+class ServerConversationTracker:
+    """What the server has acknowledged for one conversation, and what it has not got yet.
+
+    The tracker holds the cursor (``previous_response_id`` or ``conversation_id``), the server
+    item ids and tool call ids the server has acknowledged, bounded digests of id-less *output*
+    items, the batch currently in flight, and the items that were sent but never acknowledged
+    (``pending``). Every lookup is O(1) per item; memory grows with ids and fixed-size digests,
+    not with item objects (only pending and in-flight items are kept whole).
+
+    Dedupe rules (what "already acknowledged" means):
+
+    - an item whose server ``id`` was acknowledged;
+    - a tool output whose ``call_id`` the server already holds an output for;
+    - an id-less output item (e.g. reasoning replayed without its id) whose digest was seen;
+    - an id-less *input* only by position: it sits before an acknowledged item in the list, so
+      it was sent before that item existed. Id-less inputs are never deduped by content: the
+      same text ("yes") may legitimately be sent twice.
+
+    Within one process the tracker also remembers acknowledged item *objects* until
+    :meth:`end_run`, because the SDK hands the same objects back on later turns of a run.
+    """
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy = "previous_response",
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        max_digests: int = 4096,
+        prompt_cache_key: str | None = None,
+    ) -> None:
+        if strategy == "conversation" and not conversation_id:
+            raise ValueError("the conversation strategy needs a conversation_id")
+        if strategy == "previous_response" and conversation_id:
+            raise ValueError("the previous_response strategy cannot hold a conversation_id")
+        if max_digests < 1:
+            raise ValueError("max_digests must be positive")
+        self.strategy: Strategy = strategy
+        self._previous_response_id = previous_response_id
+        self._conversation_id = conversation_id
+        self._max_digests = max_digests
+        self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid.uuid4().hex}"
+        """One stable prompt cache key for every request of this conversation."""
+        self._item_ids: set[str] = set()
+        self._call_ids: set[str] = set()
+        self._digests: OrderedDict[str, None] = OrderedDict()
+        self._pending: list[Any] = []
+        self._in_flight: list[Any] | None = None
+        self._uncertain: list[Any] = []
+        self._last_item_id: str | None = None
+        self._acked_objects: dict[int, Any] = {}
+
+    # -- cursor -----------------------------------------------------------------------------
+
+    @property
+    def previous_response_id(self) -> str | None:
+        """The id of the most recent acknowledged response that had an id."""
+        return self._previous_response_id
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The Conversations API conversation this tracker follows, if any."""
+        return self._conversation_id
+
+    @property
+    def last_item_id(self) -> str | None:
+        """The id of the newest item known to be in the server conversation (reconciliation)."""
+        return self._last_item_id
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """Items sent but never acknowledged, in the order they will be re-sent (copies)."""
+        return [copy.deepcopy(item_to_dict(i)) for i in self._pending]
+
+    @property
+    def uncertain(self) -> list[dict[str, Any]]:
+        """Items of a failed request the server may have accepted; reconciled before a resend."""
+        return [copy.deepcopy(item_to_dict(i)) for i in self._uncertain]
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a request has been marked sent and is neither acknowledged nor rewound."""
+        return self._in_flight is not None
+
+    def has_item_id(self, item_id: str) -> bool:
+        """Whether the server acknowledged an item with this id."""
+        return item_id in self._item_ids
+
+    def has_call_output(self, call_id: str) -> bool:
+        """Whether the server acknowledged a tool output for this call id."""
+        return call_id in self._call_ids
+
+    # -- dedupe -----------------------------------------------------------------------------
+
+    def is_acknowledged(self, item: Any) -> bool:
+        """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
+        if id(item) in self._acked_objects and self._acked_objects[id(item)] is item:
+            return True
+        item_id = _field(item, "id")
+        if isinstance(item_id, str) and item_id in self._item_ids:
+            return True
+        call_id = _field(item, "call_id")
+        if isinstance(call_id, str) and _is_tool_output(item) and call_id in self._call_ids:
+            return True
+        if item_id is None and _field(item, "role") is None and not _is_tool_output(item):
+            return _digest(item) in self._digests
+        return False
+
+    def reduce(self, items: Sequence[Any]) -> list[Any]:
+        """The list to send for ``items``: pending items first, then what the server lacks.
+
+        Pending items are matched against ``items`` by object identity (the SDK hands the same
+        objects again on a retry) so nothing is put in front twice. Returns a new list holding
+        the caller's own item objects; nothing is copied.
+        """
+        incoming = list(items)
+        last_acked = -1
+        acked_flags = [self.is_acknowledged(item) for item in incoming]
+        for index, flag in enumerate(acked_flags):
+            if flag:
+                last_acked = index
+        result: list[Any] = []
+        incoming_ids = {id(item) for item in incoming}
+        result.extend(item for item in self._pending if id(item) not in incoming_ids)
+        for index, item in enumerate(incoming):
+            if acked_flags[index]:
+                continue
+            if index < last_acked and _field(item, "id") is None and not _is_tool_output(item):
+                # Sent before an item the server acknowledged existed: it is in the chain.
+                continue
+            result.append(item)
+        return result
+
+    # -- request lifecycle -------------------------------------------------------------------
+
+    def mark_sent(self, items: Sequence[Any]) -> None:
+        """Record ``items`` as exactly the list of the request about to be sent."""
+        if self._in_flight is not None:
+            # A request that never reported back (e.g. a killed task): keep its items.
+            self.rewind()
+        batch = list(items)
+        sent = {id(item) for item in batch}
+        self._pending = [item for item in self._pending if id(item) not in sent]
+        self._uncertain = [item for item in self._uncertain if id(item) not in sent]
+        self._in_flight = batch
+
+    def acknowledge(self, response_id: str | None, output: Iterable[Any] = ()) -> None:
+        """The in-flight request succeeded: the server now holds its input and ``output``."""
+        batch = self._in_flight or []
+        self._in_flight = None
+        for item in batch:
+            self._remember(item)
+        for item in output:
+            self._remember(item)
+        if response_id is not None and self.strategy == "previous_response":
+            self._previous_response_id = response_id
+
+    def rewind(self) -> None:
+        """The in-flight request failed: its items go back in front, to be sent again."""
+        if self._in_flight is None:
+            return
+        batch, self._in_flight = self._in_flight, None
+        queued = {id(item) for item in batch}
+        self._pending = batch + [item for item in self._pending if id(item) not in queued]
+
+    def mark_uncertain(self) -> None:
+        """The in-flight request failed after the server may have accepted it.
+
+        Used under the conversation strategy, where re-sending an accepted item duplicates it:
+        the items wait in :attr:`uncertain` until :meth:`settle_uncertain` is given evidence.
+        """
+        if self._in_flight is None:
+            return
+        batch, self._in_flight = self._in_flight, None
+        self._uncertain = batch + self._uncertain
+
+    def settle_uncertain(self, *, accepted: bool, server_items: Iterable[Any] = ()) -> None:
+        """Resolve :attr:`uncertain` with evidence read from the server.
+
+        ``accepted`` says the server holds the uncertain items (they become acknowledged along
+        with ``server_items``, everything the conversation gained); otherwise they are pending.
+        """
+        batch, self._uncertain = self._uncertain, []
+        if accepted:
+            for item in batch:
+                self._remember(item)
+            for item in server_items:
+                self._remember(item)
+        else:
+            queued = {id(item) for item in batch}
+            self._pending = batch + [item for item in self._pending if id(item) not in queued]
+
+    def drop_pending(self) -> None:
+        """Forget every pending and uncertain item (they will not be sent again)."""
+        self._pending = []
+        self._uncertain = []
+
+    def end_run(self) -> None:
+        """Forget per-process object identities; called when the SDK run that used them ends."""
+        self._acked_objects.clear()
+
+    def _remember(self, item: Any) -> None:
+        self._acked_objects[id(item)] = item
+        item_id = _field(item, "id")
+        if isinstance(item_id, str) and item_id:
+            self._item_ids.add(item_id)
+            self._last_item_id = item_id
+        call_id = _field(item, "call_id")
+        if isinstance(call_id, str) and _is_tool_output(item):
+            self._call_ids.add(call_id)
+        if _field(item, "role") is None and not _is_tool_output(item):
+            # Digest without the id: the SDK may replay this output with its id stripped.
+            digest = _digest(item)
+            self._digests[digest] = None
+            self._digests.move_to_end(digest)
+            while len(self._digests) > self._max_digests:
+                self._digests.popitem(last=False)
+
+    # -- serialization -----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready, versioned snapshot; an in-flight request is saved as pending."""
+        pending = list(self._pending)
+        if self._in_flight is not None:
+            pending = self._in_flight + pending
+        return {
+            "version": TRACKER_VERSION,
+            "strategy": self.strategy,
+            "previous_response_id": self._previous_response_id,
+            "conversation_id": self._conversation_id,
+            "max_digests": self._max_digests,
+            "prompt_cache_key": self.prompt_cache_key,
+            "item_ids": sorted(self._item_ids),
+            "call_ids": sorted(self._call_ids),
+            "digests": list(self._digests),
+            "last_item_id": self._last_item_id,
+            "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
+            "uncertain": [copy.deepcopy(item_to_dict(i)) for i in self._uncertain],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerConversationTracker:
+        """Rebuild a tracker from :meth:`to_dict`; bad or newer data raises ``StateBlobError``."""
+        if not isinstance(data, Mapping):
+            raise StateBlobError("tracker state must be a JSON object")
+        version = data.get("version")
+        if not isinstance(version, int) or version > TRACKER_VERSION or version < 1:
+            raise StateBlobError(
+                f"unsupported tracker state version {version!r} "
+                f"(this library reads versions 1..{TRACKER_VERSION})"
+            )
+        try:
+            tracker = cls(
+                strategy=data["strategy"],
+                previous_response_id=data.get("previous_response_id"),
+                conversation_id=data.get("conversation_id"),
+                max_digests=int(data.get("max_digests", 4096)),
+                prompt_cache_key=data.get("prompt_cache_key"),
+            )
+            tracker._item_ids = {str(i) for i in data.get("item_ids", [])}
+            tracker._call_ids = {str(i) for i in data.get("call_ids", [])}
+            tracker._digests = OrderedDict((str(d), None) for d in data.get("digests", []))
+            tracker._last_item_id = data.get("last_item_id")
+            tracker._pending = [dict(i) for i in data.get("pending", [])]
+            tracker._uncertain = [dict(i) for i in data.get("uncertain", [])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateBlobError(f"malformed tracker state: {exc}") from exc
+        return tracker
+
+    def __repr__(self) -> str:
+        return (
+            f"ServerConversationTracker(strategy={self.strategy!r}, "
+            f"previous_response_id={self._previous_response_id!r}, "
+            f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
+            f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
+        )
