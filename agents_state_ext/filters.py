@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from agents.run_config import CallModelData, ModelInputData
 
-from .errors import InputFilterError
+from agents.models.interface import Model
+
+from .errors import InputFilterError, MixedStateOwnerError
+from .model import TrackedModel
 
 if TYPE_CHECKING:
     from .state import ConversationState
@@ -36,7 +39,13 @@ def tracked_input_filter(
 
     async def adapter(data: CallModelData[Any]) -> ModelInputData:
         binding = state._binding if state is not None else None
-        ours = binding is not None and (state is None or state._owns_agent(data.agent))
+        ours = False
+        if binding is not None and state is not None:
+            # Before the run's first model call no sub-run (agent.as_tool) can be running yet.
+            first_call = binding.owner is None
+            if first_call:
+                _check_bound(data.agent)
+            ours = first_call or state._owns_agent(data.agent)
         if binding is not None and ours:
             data.model_data.input = binding.tracker.reduce(data.model_data.input)
         if user_filter is None:
@@ -60,3 +69,14 @@ def tracked_input_filter(
         return result
 
     return adapter
+
+
+def _check_bound(agent: Any) -> None:
+    model = getattr(agent, "model", None)
+    if isinstance(model, Model) and not isinstance(model, TrackedModel):
+        # Its requests would bypass the ledger and silently fork the server chain.
+        raise MixedStateOwnerError(
+            f"agent {getattr(agent, 'name', agent)!r} carries its own Model instance, which "
+            "would send requests outside this conversation's ledger; run it with "
+            "ConversationState.run(), or pass ConversationState.bind(agent) to Runner"
+        )

@@ -173,6 +173,15 @@ class ConversationState:
             kwargs["conversation_id"] = tracker.conversation_id
         return kwargs
 
+    def bind(self, agent: Agent[Any]) -> Agent[Any]:
+        """A copy of ``agent``'s graph whose own ``Model`` instances go through the ledger.
+
+        :meth:`run` does this for you. Call it when you run ``Runner`` yourself with
+        :meth:`run_config` and an agent (or a handoff target) carries a ``Model`` instance
+        rather than a model name. Replay and session strategies return ``agent`` as it is.
+        """
+        return self._bind(agent)
+
     def _bind(self, agent: Agent[Any]) -> Agent[Any]:
         if self._binding is None:
             return agent
