@@ -6,9 +6,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.run_config import CallModelData, ModelInputData
-
 from agents.models.interface import Model
+from agents.run_config import CallModelData, ModelInputData
 
 from .errors import InputFilterError, MixedStateOwnerError
 from .model import TrackedModel

@@ -329,9 +329,8 @@ async def test_state_run_and_runner_with_run_config_send_identical_payloads(
 
     via_state, via_runner = await conversation(False), await conversation(True)
     assert via_state == via_runner
-    assert [b["previous_response_id"] if "previous_response_id" in b else None for b in via_state][
-        1:
-    ] == ["resp_1", "resp_2", "resp_3"]
+    chain = [b.get("previous_response_id") for b in via_state]
+    assert chain == [None, "resp_1", "resp_2", "resp_3"]
     assert {b.get("prompt_cache_key") for b in via_state} == {"conv-key"}
 
 
