@@ -46,6 +46,9 @@ def tracked_input_filter(
                 _check_bound(data.agent)
             ours = first_call or state._owns_agent(data.agent)
         if binding is not None and ours:
+            model = getattr(data.agent, "model", None)
+            if binding.tracker.uncertain and isinstance(model, TrackedModel):
+                await binding.settle(model)
             data.model_data.input = binding.tracker.reduce(data.model_data.input)
         if user_filter is None:
             result: Any = data.model_data

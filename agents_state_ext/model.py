@@ -22,6 +22,7 @@ from openai.types.responses import (
 
 from . import _compat
 from .errors import MixedStateOwnerError
+from .reconcile import reconcile_conversation
 from .tracker import ServerConversationTracker, item_to_dict
 
 if TYPE_CHECKING:
@@ -73,6 +74,20 @@ class _Binding:
             self.owner = owner
             return True
         return self.owner is owner
+
+    async def settle(self, model: object | None) -> None:
+        """Reconcile an uncertain batch against the server before anything else is sent."""
+        if not self.tracker.uncertain:
+            return
+        if isinstance(model, TrackedModel):
+            model = model.inner
+        client = self.reconcile_client or _compat.inner_openai_client(model)
+        if client is None:
+            raise RuntimeError(
+                "conversation reconciliation needs an AsyncOpenAI client: pass client= to "
+                "ConversationState.conversation(...)"
+            )
+        await reconcile_conversation(self.tracker, client)
 
     def release(self, owner: object | None = None) -> None:
         if owner is None or owner is self.owner:
@@ -157,10 +172,7 @@ class TrackedModel(Model):
             return None
         tracker = binding.tracker
         _check_ids(tracker, previous_response_id, conversation_id)
-        if tracker.uncertain:
-            from .reconcile import reconcile_conversation
-
-            await reconcile_conversation(tracker, binding.reconcile_client or self._client())
+        await binding.settle(self.inner)
         items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
         batch = binding.filter_batch
         # When the input filter already decided exactly this list, it is sent as it is.
@@ -169,15 +181,6 @@ class TrackedModel(Model):
         if streamed:
             binding.partial = PartialOutput()
         return _Call(binding, send, streamed)
-
-    def _client(self) -> Any:
-        client = _compat.inner_openai_client(self.inner)
-        if client is None:
-            raise RuntimeError(
-                "conversation reconciliation needs an AsyncOpenAI client: pass client= to "
-                "ConversationState.conversation(...)"
-            )
-        return client
 
     # -- Model API ---------------------------------------------------------------------------
 
