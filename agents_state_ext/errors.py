@@ -12,21 +12,27 @@ keep working::
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
     ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
-    │   └── NodeNotFoundError         (KeyError)    an unknown node id
+    │   ├── NodeNotFoundError         (KeyError)    an unknown node id
+    │   ├── InvalidTargetError                      the action does not apply to that node
+    │   └── InvalidTransitionError                  the node's status forbids the action
     └── StoreError                                  a conversation store failed
         ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
-        └── ConversationNotFoundError (KeyError)    an unknown conversation id
+        ├── ConversationNotFoundError (KeyError)    an unknown conversation id
+        └── AttemptNotFoundError      (KeyError)    an unknown attempt id
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AttemptNotFoundError",
     "ConcurrentUpdateError",
     "ContextOverflowError",
     "ConversationNotFoundError",
     "GraphError",
     "HandoffFilterError",
     "InputFilterError",
+    "InvalidTargetError",
+    "InvalidTransitionError",
     "MixedStateOwnerError",
     "NodeNotFoundError",
     "StateBlobError",
@@ -49,15 +55,15 @@ class HandoffFilterError(StateExtError, ValueError):
 
 
 class InputFilterError(StateExtError, TypeError):
-    """A ``call_model_input_filter`` returned something other than ``ModelInputData`` with a list."""
+    """A ``call_model_input_filter`` returned something but ``ModelInputData`` with a list."""
 
 
 class StateBlobError(StateExtError, ValueError):
-    """A serialized state envelope is malformed, truncated, tampered with or of an unknown version."""
+    """A serialized state envelope is malformed, truncated, tampered with, or of unknown version."""
 
 
 class ContextOverflowError(StateExtError, ValueError):
-    """The required parts of a request alone exceed its token budget, and it was asked to be sent."""
+    """A request whose required parts alone exceed its token budget was asked to be sent."""
 
 
 class TokenizerUnavailableError(StateExtError, RuntimeError):
@@ -76,6 +82,14 @@ class NodeNotFoundError(GraphError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class InvalidTargetError(GraphError):
+    """The action does not apply to this node's role or place (e.g. editing a reply)."""
+
+
+class InvalidTransitionError(GraphError):
+    """The node's status does not allow the action (e.g. streaming into a completed attempt)."""
+
+
 class StoreError(StateExtError):
     """A conversation store could not do what was asked."""
 
@@ -86,6 +100,13 @@ class ConcurrentUpdateError(StoreError):
 
 class ConversationNotFoundError(StoreError, KeyError):
     """A conversation id that the store does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class AttemptNotFoundError(StoreError, KeyError):
+    """An attempt id that the conversation does not hold."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""

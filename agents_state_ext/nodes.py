@@ -1,4 +1,4 @@
-"""The message node of a ConversationGraph: one user, assistant or system message with its status."""
+"""The message node of a ConversationGraph: a user, assistant or system message and its status."""
 
 from __future__ import annotations
 
