@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .attempts import AttemptRecord
+from .attempts import AttemptDiff, AttemptRecord, explain
+from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
@@ -26,13 +27,17 @@ from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvide
 from .nodes import Node
 from .state import ConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
+from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
 from .tracker import ServerConversationTracker
 
 __all__ = [
+    "AttemptDiff",
     "AttemptNotFoundError",
     "AttemptRecord",
     "ConcurrentUpdateError",
+    "ContextIndex",
     "ContextOverflowError",
+    "ContextSelection",
     "ConversationGraph",
     "ConversationInfo",
     "ConversationNotFoundError",
@@ -44,6 +49,7 @@ __all__ = [
     "InputFilterError",
     "InvalidTargetError",
     "InvalidTransitionError",
+    "MessageCounter",
     "MixedStateOwnerError",
     "Node",
     "NodeNotFoundError",
@@ -54,8 +60,13 @@ __all__ = [
     "StateBlobError",
     "StateExtError",
     "StoreError",
+    "TokenCounter",
     "TokenizerUnavailableError",
     "TrackedModel",
     "TrackedModelProvider",
+    "encoding_for_model",
+    "explain",
+    "load_encoding",
+    "select_context",
     "tracked_input_filter",
 ]

@@ -6,7 +6,7 @@ import copy
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["AttemptRecord"]
+__all__ = ["AttemptDiff", "AttemptRecord", "Change", "explain"]
 
 
 @dataclass
@@ -50,3 +50,95 @@ class AttemptRecord:
         """Rebuild a record written by :meth:`to_dict`; unknown keys are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in known})
+
+
+Change = tuple[Any, Any]
+"""A value in the first attempt and the value in the second."""
+
+_SCALARS = (
+    "parent_user_id",
+    "model",
+    "prompt_version",
+    "budget",
+    "used",
+    "overflow",
+    "state_owner",
+    "cursor_before",
+    "cursor_after",
+)
+
+
+@dataclass(frozen=True)
+class AttemptDiff:
+    """What differed in what two attempts were sent; false when nothing did.
+
+    Each scalar field is ``(first, second)`` when the two differ, else ``None``. ``sampling``
+    holds only the keys whose values differ, a key absent from one side reading as ``None``.
+    ``added`` / ``removed`` are the messages only the second / only the first included, with
+    their counts; ``retokenized`` those both included with different counts. Outputs
+    (response id, usage, status) are not compared: they are what the diff explains.
+    """
+
+    first: str
+    second: str
+    parent_user_id: Change | None = None
+    model: Change | None = None
+    prompt_version: Change | None = None
+    sampling: dict[str, Change] = field(default_factory=dict)
+    added: dict[str, int] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)
+    retokenized: dict[str, Change] = field(default_factory=dict)
+    budget: Change | None = None
+    used: Change | None = None
+    overflow: Change | None = None
+    state_owner: Change | None = None
+    cursor_before: Change | None = None
+    cursor_after: Change | None = None
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) for f in fields(self) if f.name not in ("first", "second"))
+
+    def text(self) -> str:
+        """A readable, line-per-difference account of this diff."""
+        lines = [f"attempt {self.first} -> {self.second}:"]
+        for name in _SCALARS:
+            change = getattr(self, name)
+            if change is not None:
+                lines.append(f"  {name}: {change[0]!r} -> {change[1]!r}")
+        lines += [f"  sampling.{k}: {a!r} -> {b!r}" for k, (a, b) in self.sampling.items()]
+        lines += [f"  + message {i} ({n} tokens)" for i, n in self.added.items()]
+        lines += [f"  - message {i} ({n} tokens)" for i, n in self.removed.items()]
+        lines += [f"  ~ message {i}: {a} -> {b} tokens" for i, (a, b) in self.retokenized.items()]
+        if len(lines) == 1:
+            lines.append("  nothing sent differed")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def explain(a: AttemptRecord, b: AttemptRecord) -> AttemptDiff:
+    """What differed between what attempt ``a`` and attempt ``b`` were sent."""
+    scalars: dict[str, Change] = {}
+    for name in _SCALARS:
+        old, new = getattr(a, name), getattr(b, name)
+        if old != new:
+            scalars[name] = (old, new)
+    sampling = {
+        key: (a.sampling.get(key), b.sampling.get(key))
+        for key in sorted(a.sampling.keys() | b.sampling.keys())
+        if a.sampling.get(key) != b.sampling.get(key)
+    }
+    return AttemptDiff(
+        first=a.attempt_id,
+        second=b.attempt_id,
+        sampling=sampling,
+        added={i: n for i, n in b.included.items() if i not in a.included},
+        removed={i: n for i, n in a.included.items() if i not in b.included},
+        retokenized={
+            i: (n, b.included[i])
+            for i, n in a.included.items()
+            if i in b.included and b.included[i] != n
+        },
+        **scalars,
+    )

@@ -1,0 +1,319 @@
+"""Rebuilds each model request within a token budget from a conversation's active path.
+
+The rules (spec "Building the next request"): system messages and the active user prompt
+always go; history goes only as complete user→assistant turns, picked newest first, a turn
+that does not fit skipped while older ones are still considered; everything is sent in time
+order; ``used`` is the exact sum of the picked counts; when the required parts alone exceed
+the budget they stay selected with no history and ``overflow`` is true.
+
+A walk newest→oldest stops as soon as the remaining budget is below the cheapest older turn
+(a prefix minimum), and jumps over a run of turns too big to fit by following, from a turn
+that does not fit, the pointer to the nearest older turn that is cheaper. Both are kept per
+conversation in a :class:`ContextIndex`, which also holds the counts, so a warm build touches
+only what it keeps plus the few turns it jumps through.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from .errors import ContextOverflowError, GraphError
+from .nodes import Node
+from .tokens import MessageCounter
+
+__all__ = ["ContextIndex", "ContextSelection", "select_context"]
+
+
+@dataclass(frozen=True)
+class ContextSelection:
+    """The messages chosen for one request, in send order, and what they cost.
+
+    ``items`` are the selected nodes' own item dicts, not copies. ``tokens`` maps each
+    selected node id to its count; ``turns`` is how many history turns were picked.
+    """
+
+    nodes: list[Node]
+    items: list[dict[str, Any]]
+    tokens: dict[str, int]
+    used: int
+    budget: int
+    overflow: bool
+    required_ids: tuple[str, ...]
+    turns: int
+
+    def ensure_sendable(self) -> ContextSelection:
+        """This selection, or :class:`ContextOverflowError` if it must not be sent."""
+        if self.overflow:
+            raise ContextOverflowError(
+                f"the system messages and active prompt need {self.used} tokens, over the "
+                f"budget of {self.budget}; raise the budget or shorten the prompt"
+            )
+        return self
+
+
+class _Turns:
+    """Turn costs in time order with the two indexes that let a walk skip what cannot fit."""
+
+    def __init__(self) -> None:
+        self.cost: list[int] = []
+        self.prefix_min: list[int] = []
+        # prev_cheaper[j]: the nearest older turn strictly cheaper than turn j, or -1.
+        self.prev_cheaper: list[int] = []
+
+    def append(self, cost: int) -> None:
+        j = len(self.cost)
+        older = j - 1
+        while older >= 0 and self.cost[older] >= cost:
+            older = self.prev_cheaper[older]
+        self.cost.append(cost)
+        self.prefix_min.append(cost if j == 0 else min(cost, self.prefix_min[-1]))
+        self.prev_cheaper.append(older)
+
+    def truncate(self, n: int) -> None:
+        del self.cost[n:], self.prefix_min[n:], self.prev_cheaper[n:]
+
+    def pick(self, remaining: int) -> tuple[list[int], int]:
+        """Turns picked newest first for a budget of ``remaining``, and what is left over."""
+        cost, prefix_min, prev_cheaper = self.cost, self.prefix_min, self.prev_cheaper
+        picked: list[int] = []
+        j = len(cost) - 1
+        while j >= 0 and prefix_min[j] <= remaining:
+            c = cost[j]
+            if c <= remaining:
+                picked.append(j)
+                remaining -= c
+                j -= 1
+            else:
+                # Every turn between prev_cheaper[j] and j costs at least c: none fits.
+                j = prev_cheaper[j]
+        return picked, remaining
+
+
+class ContextIndex:
+    """Per-conversation cache of a path's turns and counts, reused across builds.
+
+    Keep one per conversation and pass it to every :func:`select_context` call. Paths must
+    be graph paths (each node the parent of the next): since a node then fixes all its
+    ancestors, the newest node an old and a new path share (same object) marks their common
+    prefix, and only the nodes after it are indexed again — one turn after a reply, a short
+    tail after an edit or a branch switch. Status changes made in place are always seen:
+    nodes that were not ``complete`` when indexed are re-checked on every build, and every
+    picked turn before it is returned. Items are not re-read: call :meth:`reset` after
+    changing an indexed node's items in place. Safe to share between threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counter: MessageCounter | None = None
+        self._nodes: list[Node] = []
+        self._status: list[str] = []
+        self._counts: list[int] = []
+        self._system: list[int] = []
+        self._pending: list[int] = []
+        self._turn_at: list[int] = []
+        self._turns = _Turns()
+
+    def reset(self) -> None:
+        """Forget everything indexed; the next build re-reads the whole path."""
+        with self._lock:
+            self._truncate(0)
+
+    def select(
+        self, path: Sequence[Node], *, budget: int, counter: MessageCounter
+    ) -> ContextSelection:
+        """Same as ``select_context(path, budget=..., counter=..., index=self)``."""
+        if not path or path[-1].role != "user":
+            raise GraphError(
+                "select_context needs the active path ending with the active user message; "
+                f"got {'an empty path' if not path else f'a {path[-1].role} message last'}"
+            )
+        with self._lock:
+            if counter is not self._counter:
+                self._truncate(0)
+                self._counter = counter
+            self._sync(path, counter)
+            while True:
+                selection = self._select(path[-1], budget, counter)
+                if isinstance(selection, ContextSelection):
+                    return selection
+                # A picked turn is no longer complete: re-index from it and pick again.
+                self._truncate(selection)
+                self._sync_from(selection, path, counter)
+
+    def _select(self, active: Node, budget: int, counter: MessageCounter) -> ContextSelection | int:
+        nodes, counts = self._nodes, self._counts
+        required = [nodes[i] for i in self._system]
+        required.append(active)
+        tokens = {node.id: counter.count(node.id, node.items) for node in required}
+        need = sum(tokens.values())
+        if need > budget:
+            picked: list[int] = []
+            left = budget - need
+        else:
+            picked, left = self._turns.pick(budget - need)
+        turn_at = self._turn_at
+        for t in picked:
+            at = turn_at[t]
+            if nodes[at].status != "complete" or nodes[at + 1].status != "complete":
+                return at
+        chosen = required[:-1]
+        for t in reversed(picked):
+            at = turn_at[t]
+            user, assistant = nodes[at], nodes[at + 1]
+            chosen += (user, assistant)
+            tokens[user.id] = counts[at]
+            tokens[assistant.id] = counts[at + 1]
+        chosen.append(active)
+        items = [item for node in chosen for item in node.items]
+        return ContextSelection(
+            nodes=chosen,
+            items=items,
+            tokens=tokens,
+            used=budget - left,
+            budget=budget,
+            overflow=need > budget,
+            required_ids=tuple(node.id for node in required),
+            turns=len(picked),
+        )
+
+    def _sync(self, path: Sequence[Node], counter: MessageCounter) -> None:
+        nodes, status = self._nodes, self._status
+        shared = min(len(nodes), len(path) - 1)
+        if shared and path[0] is not nodes[0]:
+            shared = 0
+        while shared and path[shared - 1] is not nodes[shared - 1]:
+            shared -= 1
+        for at in self._pending:
+            if at < shared and nodes[at].status != status[at]:
+                shared = at
+                break
+        self._truncate(shared)
+        self._sync_from(shared, path, counter)
+
+    def _sync_from(self, start: int, path: Sequence[Node], counter: MessageCounter) -> None:
+        nodes, status, counts = self._nodes, self._status, self._counts
+        for at in range(start, len(path) - 1):
+            node = path[at]
+            nodes.append(node)
+            status.append(node.status)
+            # Only required messages and complete turns are ever sent, so only they are counted.
+            counts.append(counter.count(node.id, node.items) if node.role == "system" else -1)
+            if node.role == "system":
+                self._system.append(at)
+            elif node.status != "complete":
+                self._pending.append(at)
+            elif (
+                node.role == "assistant"
+                and at
+                and nodes[at - 1].role == "user"
+                and status[at - 1] == "complete"
+            ):
+                counts[at - 1] = counter.count(nodes[at - 1].id, nodes[at - 1].items)
+                counts[at] = counter.count(node.id, node.items)
+                self._turn_at.append(at - 1)
+                self._turns.append(counts[at - 1] + counts[at])
+
+    def _truncate(self, n: int) -> None:
+        del self._nodes[n:], self._status[n:], self._counts[n:]
+        while self._system and self._system[-1] >= n:
+            self._system.pop()
+        while self._pending and self._pending[-1] >= n:
+            self._pending.pop()
+        turns = len(self._turn_at)
+        while turns and self._turn_at[turns - 1] + 1 >= n:
+            turns -= 1
+        del self._turn_at[turns:]
+        self._turns.truncate(turns)
+
+
+@overload
+def select_context(
+    path: Sequence[Node],
+    *,
+    budget: int,
+    counter: MessageCounter,
+    index: ContextIndex | None = None,
+) -> ContextSelection: ...
+
+
+@overload
+def select_context(path: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def select_context(
+    path: Sequence[Node] | Mapping[str, Any],
+    *,
+    budget: int | None = None,
+    counter: MessageCounter | None = None,
+    index: ContextIndex | None = None,
+) -> ContextSelection | dict[str, Any]:
+    """Choose what the next request sends, from a graph's active path or the plain-dict shape.
+
+    Typed: ``path`` is the active path root→leaf and must end with the active user message
+    (else :class:`GraphError`: the selector does not guess which prompt is active). System
+    messages anywhere on it are required and sent first; a user message directly followed
+    by an assistant message, both ``complete``, is a turn (tool calls live in the assistant
+    node's items, so a turn is never split); nothing else from the history is sent. Pass the
+    conversation's :class:`ContextIndex` to make repeated builds cheap: then a build costs
+    the nodes added since the last one, plus each picked turn, plus the jumps over runs of
+    turns too big to fit — a chain of ever cheaper older turns, short for real histories
+    but as long as the history in the worst case (turns growing steadily cheaper into the
+    past). Without an index every build re-reads the whole path (counts still come from
+    ``counter``'s cache).
+
+    Plain: ``select_context({"system": [...], "history": [...], "activeUser": {...},
+    "budget": n})`` returns ``{"selected": [...], "used": n, "overflow": bool}``; messages
+    are dicts with ``id``, ``role``, ``status`` and ``tokens``, returned as the same objects.
+    Only ``system``-role entries of ``system`` are required; history pairs are adjacent
+    user-then-assistant entries, both ``complete``.
+    """
+    if isinstance(path, Mapping):
+        return _select_plain(path)
+    if budget is None or counter is None:
+        raise TypeError("select_context(path, ...) needs budget= and counter=")
+    index = index if index is not None else ContextIndex()
+    return index.select(path, budget=budget, counter=counter)
+
+
+def _select_plain(request: Mapping[str, Any]) -> dict[str, Any]:
+    active = request.get("activeUser")
+    if not isinstance(active, Mapping):
+        raise ValueError("activeUser is required: the active prompt is never dropped")
+    budget = request.get("budget")
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise ValueError(f"budget must be an int, got {budget!r}")
+    required = [m for m in request.get("system") or () if m.get("role") == "system"]
+    history = list(request.get("history") or ())
+    need = sum(_tokens_of(m) for m in required) + _tokens_of(active)
+    pairs: list[int] = []
+    turns = _Turns()
+    at = 0
+    while at < len(history) - 1:
+        user, assistant = history[at], history[at + 1]
+        if (
+            user.get("role") == "user"
+            and assistant.get("role") == "assistant"
+            and user.get("status") == "complete"
+            and assistant.get("status") == "complete"
+        ):
+            pairs.append(at)
+            turns.append(_tokens_of(user) + _tokens_of(assistant))
+            at += 2
+        else:
+            at += 1
+    picked, left = turns.pick(budget - need) if need <= budget else ([], budget - need)
+    selected = list(required)
+    for t in reversed(picked):
+        selected += history[pairs[t] : pairs[t] + 2]
+    selected.append(active)
+    return {"selected": selected, "used": budget - left, "overflow": need > budget}
+
+
+def _tokens_of(message: Mapping[str, Any]) -> int:
+    tokens = message.get("tokens")
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise ValueError(f"message {message.get('id')!r} needs a non-negative int 'tokens'")
+    return tokens

@@ -1,0 +1,33 @@
+"""Test helpers for apps built on agents-state-ext.
+
+:class:`MockResponsesAPI` is a stateful fake of the OpenAI Responses and Conversations APIs,
+mounted on respx, that stores what the model saw so tests can assert that nothing in a
+conversation was duplicated or lost.
+"""
+
+from __future__ import annotations
+
+from ._compact import decode_compaction
+from ._faults import Fault, FaultKind
+from ._items import describe_items
+from ._mock_server import DEFAULT_BASE_URL, MockResponsesAPI
+from ._records import RecordedRequest
+from ._replies import Reply, ResponseContext, Usage
+from ._responses import Responder, default_reply
+from .tokens import FixedTokenCounter
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "Fault",
+    "FaultKind",
+    "FixedTokenCounter",
+    "MockResponsesAPI",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "ResponseContext",
+    "Usage",
+    "decode_compaction",
+    "default_reply",
+    "describe_items",
+]

@@ -1,0 +1,107 @@
+"""Injected failures (:class:`Fault`) for ``POST /responses`` requests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Fault", "FaultKind"]
+
+FaultKind = Literal["status", "timeout", "connect_error", "drop_mid_stream", "delay"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One failure, consumed by one ``POST /responses`` request (see ``MockResponsesAPI.inject``).
+
+    With ``commit=False`` the server never processes the request: nothing is stored and no reply
+    is consumed. With ``commit=True`` it processes the request completely first (stores the
+    response, appends to the conversation, consumes a reply) and only then does the client see the
+    failure: "the server accepted it but the client never heard". A commit fault on a request the
+    server would reject still shows the fault, not the rejection.
+    """
+
+    kind: FaultKind
+    commit: bool = False
+    status_code: int = 500
+    message: str = "boom"
+    error_type: str | None = None
+    """The error body's ``type``; None: ``server_error`` for 5xx, else ``invalid_request_error``."""
+    error_code: str | None = None
+    headers: Mapping[str, str] | None = None
+    after_events: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def status(
+        cls,
+        code: int,
+        message: str = "boom",
+        *,
+        headers: Mapping[str, str] | None = None,
+        error_type: str | None = None,
+        error_code: str | None = None,
+        commit: bool = False,
+    ) -> Fault:
+        """An HTTP error status with an OpenAI error JSON body."""
+        return cls(
+            "status",
+            commit=commit,
+            status_code=code,
+            message=message,
+            headers=headers,
+            error_type=error_type,
+            error_code=error_code,
+        )
+
+    @classmethod
+    def rate_limit(
+        cls,
+        message: str = "Rate limit reached. Please try again later.",
+        *,
+        retry_after: float | None = None,
+        commit: bool = False,
+    ) -> Fault:
+        """HTTP 429 ``rate_limit_exceeded``, with a ``retry-after`` header when given."""
+        headers = {"retry-after": str(retry_after)} if retry_after is not None else None
+        return cls.status(
+            429,
+            message,
+            headers=headers,
+            error_type="requests",
+            error_code="rate_limit_exceeded",
+            commit=commit,
+        )
+
+    @classmethod
+    def timeout(cls, *, after: float = 0.0, commit: bool = False) -> Fault:
+        """``httpx.ReadTimeout`` raised after ``after`` seconds (openai: ``APITimeoutError``)."""
+        return cls("timeout", commit=commit, seconds=after)
+
+    @classmethod
+    def connect_error(cls, *, commit: bool = False) -> Fault:
+        """``httpx.ConnectError`` before any response (openai: ``APIConnectionError``)."""
+        return cls("connect_error", commit=commit)
+
+    @classmethod
+    def drop_mid_stream(cls, after_events: int, *, commit: bool = False) -> Fault:
+        """The connection drops (``httpx.RemoteProtocolError``) after ``after_events`` SSE frames.
+
+        A non-streaming request gets the same error instead of its response body. Without
+        ``commit``, a stream that got as far as producing ``response.completed`` is still stored.
+        """
+        if after_events < 0:
+            raise ValueError("after_events must be >= 0")
+        return cls("drop_mid_stream", commit=commit, after_events=after_events)
+
+    @classmethod
+    def delay(cls, seconds: float, *, commit: bool = False) -> Fault:
+        """Answer normally, ``seconds`` later (``commit`` changes nothing: the answer arrives)."""
+        return cls("delay", commit=commit, seconds=seconds)
+
+    def resolved_error_type(self) -> str:
+        """The ``type`` of the error body for a status fault."""
+        if self.error_type is not None:
+            return self.error_type
+        return "server_error" if self.status_code >= 500 else "invalid_request_error"

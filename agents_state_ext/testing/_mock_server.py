@@ -1,0 +1,252 @@
+"""``MockResponsesAPI``: a stateful fake of the Responses and Conversations APIs on respx."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import respx
+from agents import OpenAIResponsesModel
+from openai import AsyncOpenAI
+
+from ._faults import Fault
+from ._records import RecordedRequest
+from ._replies import Reply
+from ._responses import Responder
+from ._routes import Backend
+
+__all__ = ["DEFAULT_BASE_URL", "MockResponsesAPI"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class MockResponsesAPI:
+    """A stateful fake of ``/responses`` and ``/conversations`` for tests, mounted on respx.
+
+    Use it as a (sync or async) context manager: entering starts a respx router for
+    ``base_url`` (requests to other hosts fail loudly, unknown paths under it get the API's 404);
+    leaving stops it and closes the clients it created (in a running event loop prefer
+    ``async with``: a sync exit can only schedule the close).
+
+    ``POST /responses`` answers with the queued replies (:meth:`enqueue`) in order, then with
+    ``responder`` if set, else with ``Reply.text("echo: <text>")``, where ``<text>`` is the last
+    user message of this request's input (else of the context; else empty). Faults
+    (:meth:`inject`) are consumed first, one per ``POST /responses``. A rejected request, or one
+    failing with a fault without ``commit``, consumes no reply: a retry gets the same one. A
+    request the server processes (``commit=True`` or ``drop_mid_stream``) that it must reject
+    gets the rejection, and the fault is used up.
+
+    All ids are deterministic counters per prefix (``resp_1``, ``msg_1``, ``fc_1``, ``call_1``,
+    ``fco_1``, ``conv_1``, ``cmp_1``), never reusing an id a client sent; ``created_at`` is fixed.
+
+    Flags for behaviour the real service leaves unclear:
+
+    - ``previous_response_not_found_status``: the status for an unknown
+      ``previous_response_id`` (the live API was observed to answer 400).
+    - ``store_interrupted_streams``: a stream the client leaves before ``response.completed``
+      is still stored as completed (retrievable, chainable) but adds nothing to its
+      conversation, as observed once live; default: nothing is stored.
+    - ``lock_conversations``: a second ``POST /responses`` on a conversation while one is in
+      flight gets ``400 conversation_locked``.
+    - ``reject_orphan_tool_calls``: reject a request whose context has a function call without
+      output ("No tool output found for function call ...").
+    - ``append_incomplete_to_conversation``: an ``incomplete`` response (see
+      ``Reply.as_incomplete``) appends its input and partial output to its conversation.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        model: str = "gpt-4.1",
+        previous_response_not_found_status: int = 400,
+        store_interrupted_streams: bool = False,
+        lock_conversations: bool = False,
+        reject_orphan_tool_calls: bool = True,
+        append_incomplete_to_conversation: bool = True,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.default_model = model
+        parts = urlsplit(self.base_url)
+        self._scheme, self._host, self._prefix = parts.scheme, parts.hostname or "", parts.path
+        self._backend = Backend(
+            self._prefix,
+            model=model,
+            state_flags={
+                "previous_response_not_found_status": previous_response_not_found_status,
+                "reject_orphan_tool_calls": reject_orphan_tool_calls,
+            },
+            endpoint_flags={
+                "store_interrupted_streams": store_interrupted_streams,
+                "lock_conversations": lock_conversations,
+                "append_incomplete": append_incomplete_to_conversation,
+            },
+        )
+        self._http_clients: list[httpx.AsyncClient] = []
+        self._shared_client: AsyncOpenAI | None = None
+        self._router: respx.MockRouter | None = None
+        self._closing: asyncio.Task[None] | None = None
+
+    # -- scripting ----------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in order."""
+        return self._backend.requests
+
+    def reset(self) -> None:
+        """Forget all state: stored responses, conversations, ids, queues, responder, log."""
+        self._backend.reset()
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Queue replies; each answered ``POST /responses`` consumes the first."""
+        self._backend.responses.replies.extend(replies)
+
+    def inject(self, fault: Fault, *, times: int = 1) -> None:
+        """Queue ``fault`` for the next ``times`` ``POST /responses`` requests (after others)."""
+        self._backend.responses.faults.extend([fault] * times)
+
+    @property
+    def responder(self) -> Responder | None:
+        """Called for a reply when the queue is empty; None: the echo reply."""
+        return self._backend.responses.responder
+
+    @responder.setter
+    def responder(self, value: Responder | None) -> None:
+        self._backend.responses.responder = value
+
+    @property
+    def pending_replies(self) -> int:
+        """Replies still queued."""
+        return len(self._backend.responses.replies)
+
+    @property
+    def pending_faults(self) -> int:
+        """Faults still queued."""
+        return len(self._backend.responses.faults)
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def client(self, **kwargs: Any) -> AsyncOpenAI:
+        """A new ``AsyncOpenAI`` on a classic ``httpx.AsyncClient`` (which respx intercepts).
+
+        Defaults: ``api_key="sk-test"``, this mock's ``base_url``, ``max_retries=0``; any
+        keyword overrides them. The mock closes the HTTP client when its context exits.
+        """
+        http_client = httpx.AsyncClient()
+        self._http_clients.append(http_client)
+        options: dict[str, Any] = {
+            "api_key": "sk-test",
+            "base_url": self.base_url,
+            "max_retries": 0,
+            "http_client": http_client,
+            **kwargs,
+        }
+        return AsyncOpenAI(**options)
+
+    def model(self, name: str | None = None) -> OpenAIResponsesModel:
+        """An ``OpenAIResponsesModel`` for ``name`` (default: the mock's model), shared client."""
+        if self._shared_client is None:
+            self._shared_client = self.client()
+        return OpenAIResponsesModel(
+            model=name or self.default_model, openai_client=self._shared_client
+        )
+
+    # -- server-side state --------------------------------------------------------------------
+
+    @property
+    def response_requests(self) -> list[Any]:
+        """The JSON bodies of the ``POST /responses`` requests, in order: what crossed the wire."""
+        return [r.json for r in self.requests if r.method == "POST" and r.path == "/responses"]
+
+    @property
+    def response_ids(self) -> list[str]:
+        """Ids of the stored responses, in the order they were stored."""
+        return list(self._backend.state.responses)
+
+    def response(self, response_id: str) -> dict[str, Any]:
+        """The stored Response object; ``KeyError`` when not stored."""
+        return copy.deepcopy(self._backend.state.responses[response_id].body)
+
+    def transcript(self, response_id: str) -> list[dict[str, Any]]:
+        """The full server-side context of a stored response, its output last; ``KeyError``."""
+        return copy.deepcopy(self._backend.state.responses[response_id].transcript)
+
+    def conversation_items(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The items of a conversation in insertion order; ``KeyError`` when unknown."""
+        return copy.deepcopy(self._backend.state.conversations[conversation_id].items)
+
+    def create_conversation(
+        self, items: list[dict[str, Any]] | None = None, metadata: dict[str, Any] | None = None
+    ) -> str:
+        """Create a conversation without HTTP (at most 20 items); return its id."""
+        return self._backend.state.create_conversation(items, metadata).id
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def router(self) -> respx.MockRouter:
+        """The running respx router (add routes for other hosts to it)."""
+        if self._router is None:
+            raise RuntimeError("the mock is not started; use `with mock:` or `async with mock:`")
+        return self._router
+
+    def start(self) -> None:
+        """Start intercepting requests."""
+        if self._router is not None:
+            raise RuntimeError("the mock is already started")
+        router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
+        router.route(scheme=self._scheme, host=self._host, path__startswith=self._prefix).mock(
+            side_effect=self._backend.dispatch
+        )
+        router.start()
+        self._router = router
+
+    def stop(self) -> None:
+        """Stop intercepting requests (clients are closed by the context exits)."""
+        if self._router is not None:
+            self._router.stop(quiet=True)
+            self._router = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this mock created."""
+        clients, self._http_clients = self._http_clients, []
+        self._shared_client = None
+        for http_client in clients:
+            await http_client.aclose()
+
+    def __enter__(self) -> MockResponsesAPI:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose())
+        else:
+            # Inside a running loop a sync exit cannot await; prefer `async with` there.
+            self._closing = loop.create_task(self.aclose())
+
+    async def __aenter__(self) -> MockResponsesAPI:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        await self.aclose()

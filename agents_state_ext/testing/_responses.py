@@ -1,0 +1,190 @@
+"""``POST /responses``: scripted replies, injected faults, storage and streaming."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from ._faults import Fault
+from ._items import ApiError
+from ._records import RecordedRequest
+from ._replies import Reply, ResponseContext
+from ._sse import SSEStream, build_events, default_usage, materialize, response_json
+from ._state import PreparedRequest, ServerState
+
+__all__ = ["Responder", "ResponsesEndpoint", "default_reply"]
+
+Responder = Callable[[ResponseContext], Reply]
+
+
+def default_reply(context: ResponseContext) -> Reply:
+    """``"echo: <text of the last user message>"`` (input first, then history; else "")."""
+    return Reply.text(f"echo: {context.last_user_text or ''}")
+
+
+def _locked(conversation_id: str) -> ApiError:
+    return ApiError(
+        400,
+        "Another process is currently operating on this conversation. Please retry in a few "
+        "seconds.",
+        param="conversation",
+        code="conversation_locked",
+    )
+
+
+async def _fail(fault: Fault, request: httpx.Request) -> httpx.Response:
+    """The client-visible side of a fault: an error response, or a raised transport error."""
+    if fault.kind == "status":
+        return ApiError(
+            fault.status_code,
+            fault.message,
+            type=fault.resolved_error_type(),
+            code=fault.error_code,
+            headers=fault.headers,
+        ).to_response()
+    if fault.kind == "timeout":
+        if fault.seconds:
+            await asyncio.sleep(fault.seconds)
+        raise httpx.ReadTimeout("Read timed out (injected)", request=request)
+    if fault.kind == "connect_error":
+        raise httpx.ConnectError("Connection refused (injected)", request=request)
+    raise httpx.RemoteProtocolError(
+        "Server disconnected without sending a response (injected).", request=request
+    )
+
+
+class ResponsesEndpoint:
+    """The scripted model behind ``POST /responses`` and its queues."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        *,
+        model: str,
+        store_interrupted_streams: bool,
+        lock_conversations: bool,
+        append_incomplete: bool,
+    ) -> None:
+        self.state = state
+        self.model = model
+        self.replies: deque[Reply] = deque()
+        self.faults: deque[Fault] = deque()
+        self.responder: Responder | None = None
+        self.calls = 0
+        self._store_interrupted = store_interrupted_streams
+        self._lock = lock_conversations
+        self._append_incomplete = append_incomplete
+        self._locked: set[str] = set()
+
+    def _reply(self, prepared: PreparedRequest, consume: bool) -> Reply:
+        context = ResponseContext(
+            request=prepared.body,
+            response_id=prepared.response_id,
+            model=str(prepared.body.get("model") or self.model),
+            streamed=prepared.streamed,
+            history=tuple(prepared.history),
+            input=tuple(prepared.input),
+            previous_response_id=prepared.previous_response_id,
+            conversation_id=prepared.conversation_id,
+            call_index=self.calls,
+        )
+        self.calls += 1
+        if self.replies:
+            return self.replies.popleft() if consume else self.replies[0]
+        return (self.responder or default_reply)(context)
+
+    def _acquire(self, prepared: PreparedRequest) -> None:
+        conversation_id = prepared.conversation_id
+        if not self._lock or conversation_id is None:
+            return
+        if conversation_id in self._locked:
+            raise _locked(conversation_id)
+        self._locked.add(conversation_id)
+
+    def _release(self, prepared: PreparedRequest) -> None:
+        self._locked.discard(prepared.conversation_id or "")
+
+    def _commit(self, prepared: PreparedRequest, response: dict[str, Any]) -> None:
+        to_conversation = response["status"] == "completed" or self._append_incomplete
+        self.state.commit(prepared, response, to_conversation=to_conversation)
+
+    async def handle(
+        self, request: httpx.Request, body: Mapping[str, Any], record: RecordedRequest
+    ) -> httpx.Response:
+        """Answer one ``POST /responses`` (raises for transport faults)."""
+        fault = self.faults.popleft() if self.faults else None
+        record.fault = fault
+        record.streamed = bool(body.get("stream"))
+        if fault is not None and fault.kind == "delay":
+            await asyncio.sleep(fault.seconds)
+            fault = None
+        if fault is not None and not fault.commit and fault.kind != "drop_mid_stream":
+            return await _fail(fault, request)
+
+        prepared = self.state.prepare(body)
+        record.response_id = prepared.response_id
+        self._acquire(prepared)
+        consume = fault is None or fault.commit
+        try:
+            reply = self._reply(prepared, consume)
+            output = materialize(reply, self.state.ids)
+            usage = reply.usage or default_usage(prepared.history + prepared.input, output)
+            response = response_json(
+                prepared, output, model=self.model, usage=usage, status=reply.status
+            )
+        except BaseException:
+            self._release(prepared)
+            raise
+        if prepared.streamed:
+            return await self._stream(request, prepared, reply, response, fault)
+        try:
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+            if fault is None or fault.commit:
+                self._commit(prepared, response)
+        finally:
+            self._release(prepared)
+        if fault is not None:
+            return await _fail(fault, request)
+        return httpx.Response(200, json=response)
+
+    async def _stream(
+        self,
+        request: httpx.Request,
+        prepared: PreparedRequest,
+        reply: Reply,
+        response: dict[str, Any],
+        fault: Fault | None,
+    ) -> httpx.Response:
+        committed = fault is not None and fault.commit
+        if committed:
+            self._commit(prepared, response)
+        if fault is not None and fault.kind != "drop_mid_stream":
+            self._release(prepared)
+            return await _fail(fault, request)
+
+        def on_complete() -> None:
+            self._release(prepared)
+            if committed:
+                return
+            self._commit(prepared, response)
+            if fault is not None and self.replies and self.replies[0] is reply:
+                self.replies.popleft()  # a drop after completion consumed the reply after all
+
+        def on_abort() -> None:
+            self._release(prepared)
+            if self._store_interrupted and not committed:
+                self.state.commit(prepared, response, to_conversation=False)
+
+        stream = SSEStream(
+            build_events(response, reply),
+            delay=reply.delay,
+            drop_after=fault.after_events if fault is not None else None,
+            on_complete=on_complete,
+            on_abort=on_abort,
+        )
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)

@@ -1,0 +1,144 @@
+"""The HTTP side of the mock: routing, request logging and the non-conversation endpoints."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from . import _conversations as conversations
+from ._compact import compact
+from ._items import ApiError
+from ._records import RecordedRequest
+from ._responses import ResponsesEndpoint
+from ._state import ServerState
+
+__all__ = ["Backend"]
+
+_Handler = Callable[..., Awaitable[httpx.Response]]
+
+
+def _json(status: int, body: Any) -> httpx.Response:
+    return httpx.Response(status, json=body)
+
+
+class Backend:
+    """The fake server behind the respx route: state, scripted model and request log."""
+
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        model: str,
+        state_flags: dict[str, Any],
+        endpoint_flags: dict[str, Any],
+    ) -> None:
+        self._prefix = prefix
+        self._model = model
+        self._state_flags = state_flags
+        self._endpoint_flags = endpoint_flags
+        self.requests: list[RecordedRequest] = []
+        self._routes = self._route_table()
+        self.reset()
+
+    def reset(self) -> None:
+        """Fresh state, queues and log."""
+        self.state = ServerState(**self._state_flags)
+        self.responses = ResponsesEndpoint(self.state, model=self._model, **self._endpoint_flags)
+        self.requests.clear()
+
+    async def dispatch(self, request: httpx.Request) -> httpx.Response:
+        """The respx side effect: log the request, answer it, log the status."""
+        content = await request.aread()
+        path = request.url.path[len(self._prefix) :]
+        record = RecordedRequest(
+            method=request.method,
+            path=path,
+            url=str(request.url),
+            params=dict(request.url.params),
+            json=json.loads(content) if content else None,
+        )
+        self.requests.append(record)
+        try:
+            response = await self._answer(request, record)
+        except ApiError as error:
+            response = error.to_response()
+        record.status = response.status_code
+        return response
+
+    def _route_table(self) -> list[tuple[str, re.Pattern[str], _Handler]]:
+        conv = r"/conversations/(?P<conversation_id>[^/]+)"
+        table: list[tuple[str, str, _Handler]] = [
+            ("POST", r"/responses", self._create_response),
+            ("POST", r"/responses/compact", self._compact),
+            ("GET", r"/responses/(?P<response_id>[^/]+)", self._retrieve_response),
+            ("DELETE", r"/responses/(?P<response_id>[^/]+)", self._delete_response),
+            ("POST", r"/conversations", self._conversation_call(conversations.create)),
+            ("GET", conv, self._conversation_call(conversations.retrieve)),
+            ("POST", conv, self._conversation_call(conversations.update)),
+            ("DELETE", conv, self._conversation_call(conversations.delete)),
+            ("GET", conv + "/items", self._conversation_call(conversations.list_items)),
+            ("POST", conv + "/items", self._conversation_call(conversations.add_items)),
+            (
+                "GET",
+                conv + r"/items/(?P<item_id>[^/]+)",
+                self._conversation_call(conversations.get_item),
+            ),
+            (
+                "DELETE",
+                conv + r"/items/(?P<item_id>[^/]+)",
+                self._conversation_call(conversations.delete_item),
+            ),
+        ]
+        return [(method, re.compile(pattern + "$"), handler) for method, pattern, handler in table]
+
+    async def _answer(self, request: httpx.Request, record: RecordedRequest) -> httpx.Response:
+        for method, pattern, handler in self._routes:
+            match = pattern.match(record.path)
+            if match and method == request.method:
+                return await handler(request, record, **match.groupdict())
+        raise ApiError(404, f"Invalid URL ({request.method} {request.url.path})")
+
+    async def _create_response(
+        self, request: httpx.Request, record: RecordedRequest
+    ) -> httpx.Response:
+        if not isinstance(record.json, dict):
+            raise ApiError(400, "We could not parse the JSON body of your request.")
+        return await self.responses.handle(request, record.json, record)
+
+    async def _compact(self, request: httpx.Request, record: RecordedRequest) -> httpx.Response:
+        if not isinstance(record.json, dict):
+            raise ApiError(400, "We could not parse the JSON body of your request.")
+        return _json(200, compact(self.state, record.json, model=self._model))
+
+    async def _retrieve_response(
+        self, request: httpx.Request, record: RecordedRequest, response_id: str
+    ) -> httpx.Response:
+        return _json(200, copy.deepcopy(self.state.stored_response(response_id).body))
+
+    async def _delete_response(
+        self, request: httpx.Request, record: RecordedRequest, response_id: str
+    ) -> httpx.Response:
+        self.state.stored_response(response_id)
+        del self.state.responses[response_id]
+        return _json(200, {"id": response_id, "object": "response", "deleted": True})
+
+    def _conversation_call(self, func: Callable[..., dict[str, Any]]) -> _Handler:
+        async def handler(
+            request: httpx.Request, record: RecordedRequest, **groups: str
+        ) -> httpx.Response:
+            args: list[Any] = [self.state, *groups.values()]
+            if request.method == "POST":
+                body = record.json if record.json is not None else {}
+                if not isinstance(body, dict):
+                    raise ApiError(400, "We could not parse the JSON body of your request.")
+                args.append(body)
+            elif func is conversations.list_items:
+                args.append(record.params)
+            return _json(200, func(*args))
+
+        return handler

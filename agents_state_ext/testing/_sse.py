@@ -1,0 +1,194 @@
+"""Response objects and their Server-Sent-Events rendering."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from ._items import CREATED_AT, IdMinter, item_text
+from ._replies import Reply, Usage
+from ._state import PreparedRequest
+
+__all__ = [
+    "SSEStream",
+    "build_events",
+    "default_usage",
+    "materialize",
+    "response_json",
+]
+
+
+def materialize(reply: Reply, ids: IdMinter) -> list[dict[str, Any]]:
+    """The reply's output items with fresh server ids (and ``call_N`` call ids where missing)."""
+    output: list[dict[str, Any]] = []
+    for template in reply.output:
+        item = ids.assign(copy.deepcopy(template))
+        if item.get("type") == "function_call" and not item.get("call_id"):
+            rebuilt: dict[str, Any] = {}
+            for key, value in item.items():
+                rebuilt[key] = value
+                if key == "id":
+                    rebuilt["call_id"] = ids.mint("call")
+            item = rebuilt
+        elif item.get("type") == "function_call":
+            ids.claim(str(item["call_id"]))
+        output.append(item)
+    return output
+
+
+def _words(items: Sequence[Mapping[str, Any]]) -> int:
+    count = 0
+    for item in items:
+        count += len(item_text(item).split())
+        count += len(str(item.get("arguments", "")).split())
+        count += len(str(item.get("output", "")).split())
+    return count
+
+
+def default_usage(
+    context: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]
+) -> Usage:
+    """Deterministic usage: the word counts of the context and of the output (at least 1)."""
+    return Usage(input_tokens=max(1, _words(context)), output_tokens=max(1, _words(output)))
+
+
+def response_json(
+    prepared: PreparedRequest,
+    output: list[dict[str, Any]],
+    *,
+    model: str,
+    status: str = "completed",
+    usage: Usage | None = None,
+) -> dict[str, Any]:
+    """The ``Response`` object, echoing the request's settings as the real API does."""
+    body = prepared.body
+    conversation = {"id": prepared.conversation_id} if prepared.conversation_id else None
+    return {
+        "id": prepared.response_id,
+        "object": "response",
+        "created_at": CREATED_AT,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "metadata": body.get("metadata") or {},
+        "model": body.get("model") or model,
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": prepared.previous_response_id,
+        "conversation": conversation,
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "store": prepared.store,
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation") or "disabled",
+        "usage": usage.to_json() if usage is not None else None,
+        "user": body.get("user"),
+    }
+
+
+def build_events(response: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    """The SSE events of a streamed response, the terminal event last.
+
+    Order: ``response.created``; per output item ``response.output_item.added``, one
+    ``response.output_text.delta`` per chunk (messages only), ``response.output_item.done``;
+    then ``response.completed`` (``response.incomplete`` for an incomplete reply).
+    """
+    events: list[dict[str, Any]] = []
+
+    def add(event_type: str, **fields: Any) -> None:
+        events.append({"type": event_type, "sequence_number": len(events), **fields})
+
+    created = {**copy.deepcopy(response), "status": "in_progress", "output": [], "usage": None}
+    add("response.created", response=created)
+    for index, item in enumerate(response["output"]):
+        started = {**copy.deepcopy(item), "status": "in_progress"}
+        if item.get("type") == "message":
+            started["content"] = []
+        elif item.get("type") == "function_call":
+            started["arguments"] = ""
+        add("response.output_item.added", output_index=index, item=started)
+        if item.get("type") == "message":
+            for delta in reply.deltas_for(index, item):
+                add(
+                    "response.output_text.delta",
+                    item_id=item.get("id"),
+                    output_index=index,
+                    content_index=0,
+                    delta=delta,
+                    logprobs=[],
+                )
+        add("response.output_item.done", output_index=index, item=copy.deepcopy(item))
+    add(f"response.{response['status']}", response=copy.deepcopy(response))
+    return events
+
+
+def _frame(event: Mapping[str, Any]) -> bytes:
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+class SSEStream(httpx.AsyncByteStream):
+    """An SSE body produced lazily, so cancels and drops happen between frames.
+
+    ``on_complete`` runs when the terminal frame (the last one, ``response.completed``) is
+    produced; ``on_abort`` runs once if the body is closed, cancelled or dropped before that.
+    """
+
+    def __init__(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        delay: float,
+        drop_after: int | None,
+        on_complete: Callable[[], None],
+        on_abort: Callable[[], None],
+    ) -> None:
+        self._events = events
+        self._delay = delay
+        self._drop_after = drop_after
+        self._on_complete = on_complete
+        self._on_abort = on_abort
+        self._done = False
+
+    def _finish(self, completed: bool) -> None:
+        if self._done:
+            return
+        self._done = True
+        (self._on_complete if completed else self._on_abort)()
+
+    def _drop(self) -> httpx.RemoteProtocolError:
+        if not self._done:
+            self._finish(completed=False)
+        return httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body"
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            for index, event in enumerate(self._events):
+                if index == self._drop_after:
+                    raise self._drop()
+                if index and self._delay:
+                    await asyncio.sleep(self._delay)
+                if index == len(self._events) - 1:
+                    self._finish(completed=True)
+                yield _frame(event)
+            if self._drop_after is not None:
+                raise self._drop()
+        except BaseException:
+            self._finish(completed=False)
+            raise
+
+    async def aclose(self) -> None:
+        """Closing before the terminal frame counts as a client disconnect."""
+        self._finish(completed=False)
