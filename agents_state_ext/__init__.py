@@ -22,18 +22,22 @@ from .errors import (
     TokenizerUnavailableError,
 )
 from .filters import tracked_input_filter
+from .compaction import CompactionResult
 from .graph import ConversationGraph
+from .handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
 from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider
 from .nodes import Node
 from .state import ConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
 from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
 from .tracker import ServerConversationTracker
+from .validation import validate_run_settings
 
 __all__ = [
     "AttemptDiff",
     "AttemptNotFoundError",
     "AttemptRecord",
+    "CompactionResult",
     "ConcurrentUpdateError",
     "ContextIndex",
     "ContextOverflowError",
@@ -44,6 +48,7 @@ __all__ = [
     "ConversationState",
     "ConversationStore",
     "GraphError",
+    "HandoffDowngrade",
     "HandoffFilterError",
     "InMemoryStore",
     "InputFilterError",
@@ -51,6 +56,7 @@ __all__ = [
     "InvalidTransitionError",
     "MessageCounter",
     "MixedStateOwnerError",
+    "NestedHistoryDisabledWarning",
     "Node",
     "NodeNotFoundError",
     "PartialOutput",
@@ -66,7 +72,9 @@ __all__ = [
     "TrackedModelProvider",
     "encoding_for_model",
     "explain",
+    "guard_handoffs",
     "load_encoding",
     "select_context",
     "tracked_input_filter",
+    "validate_run_settings",
 ]

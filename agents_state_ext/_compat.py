@@ -15,8 +15,11 @@ from agents.models import _retry_runtime, _run_context
 
 __all__ = [
     "current_run_owner",
+    "handoff_target",
     "inner_openai_client",
     "provider_retries_disabled",
+    "repair_turn_count",
+    "run_state_ids",
     "stored_stream_exception",
     "supports_default_prompt_cache_key",
 ]
@@ -54,3 +57,31 @@ def stored_stream_exception(result: object) -> BaseException | None:
     """The exception a streamed run ended with, which the SDK keeps until ``stream_events()``."""
     error = getattr(result, "_stored_exception", None)
     return error if isinstance(error, BaseException) else None
+
+
+def run_state_ids(run_state: object) -> tuple[str | None, str | None]:
+    """The ``(previous_response_id, conversation_id)`` a RunState would resume with."""
+    return (
+        getattr(run_state, "_previous_response_id", None),
+        getattr(run_state, "_conversation_id", None),
+    )
+
+
+def repair_turn_count(run_state: object) -> None:
+    """Lower the SDK's turn count to the model responses the run really got.
+
+    After a cancel the SDK has counted a turn whose model call never returned.
+    """
+    responses = getattr(run_state, "_model_responses", None)
+    turn = getattr(run_state, "_current_turn", None)
+    if isinstance(responses, list) and isinstance(turn, int) and turn > len(responses):
+        run_state._current_turn = len(responses)  # type: ignore[attr-defined]
+
+
+def handoff_target(handoff: object) -> object | None:
+    """The agent a ``Handoff`` built by ``agents.handoff()`` leads to (None when unknown).
+
+    The public ``Handoff`` only names its target; ``handoff()`` keeps a weak reference to it.
+    """
+    ref = getattr(handoff, "_agent_ref", None)
+    return ref() if callable(ref) else None

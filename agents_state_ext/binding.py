@@ -51,4 +51,6 @@ def _bind_handoff(entry: Handoff[Any, Any], binding: _Binding, seen: dict[int, A
             return bind_agent(target, binding, seen)
         return target
 
-    return dataclasses.replace(entry, on_invoke_handoff=invoke)
+    # Under server ownership nesting would rewrite history the server holds (guard_handoffs).
+    nest = False if entry.nest_handoff_history else entry.nest_handoff_history
+    return dataclasses.replace(entry, on_invoke_handoff=invoke, nest_handoff_history=nest)

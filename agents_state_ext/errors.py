@@ -10,6 +10,7 @@ keep working::
     ├── InputFilterError              (TypeError)   a call_model_input_filter returned a bad shape
     ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
+    ├── ConversationForkError                       a branch cannot go on a new server conversation
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
     ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
     │   ├── NodeNotFoundError         (KeyError)    an unknown node id
@@ -27,6 +28,7 @@ __all__ = [
     "AttemptNotFoundError",
     "ConcurrentUpdateError",
     "ContextOverflowError",
+    "ConversationForkError",
     "ConversationNotFoundError",
     "GraphError",
     "HandoffFilterError",
@@ -64,6 +66,15 @@ class StateBlobError(StateExtError, ValueError):
 
 class ContextOverflowError(StateExtError, ValueError):
     """A request whose required parts alone exceed its token budget was asked to be sent."""
+
+
+class ConversationForkError(StateExtError):
+    """A branch of a conversation strategy chat cannot be put on a new server conversation.
+
+    A server conversation is linear, so a retry, an edit or a switch forks the branch into a
+    new one seeded with its history; this is raised, before anything is sent, when forking is
+    off or the history holds items that cannot be copied.
+    """
 
 
 class TokenizerUnavailableError(StateExtError, RuntimeError):

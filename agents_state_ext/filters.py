@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
-from .errors import InputFilterError, MixedStateOwnerError
+from .errors import HandoffFilterError, InputFilterError, MixedStateOwnerError
 from .model import TrackedModel
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ def tracked_input_filter(
             first_call = binding.owner is None
             if first_call:
                 _check_bound(data.agent)
+                _check_handoffs(data.agent, state)
             ours = first_call or state._owns_agent(data.agent)
         if binding is not None and ours:
             model = getattr(data.agent, "model", None)
@@ -81,4 +82,17 @@ def _check_bound(agent: Any) -> None:
             f"agent {getattr(agent, 'name', agent)!r} carries its own Model instance, which "
             "would send requests outside this conversation's ledger; run it with "
             "ConversationState.run(), or pass ConversationState.bind(agent) to Runner"
+        )
+
+
+def _check_handoffs(agent: Any, state: ConversationState) -> None:
+    from .handoffs import guard_handoffs
+
+    # Handoffs bound by ConversationState already run with nesting off; any left is unbound.
+    left = guard_handoffs(agent, state, warn=False)
+    if left:
+        raise HandoffFilterError(
+            f"handoff {left[0].handoff!r} would nest history that the server owns; run the "
+            "agent with ConversationState.run(), or pass ConversationState.bind(agent) to "
+            "Runner, which turns nesting off"
         )

@@ -212,6 +212,9 @@ class TrackedModel(Model):
                 output_schema, handoffs, tracing, previous_response_id=call.previous_response_id,
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
+        if response.response_id is None and self._binding.tracker.strategy == "previous_response":
+            call.fail(None)
+            raise _no_response_id(self.inner)
         call.succeed(response.response_id, list(response.output))
         return response
 
@@ -348,3 +351,11 @@ def _check_ids(
             f"{tracker.previous_response_id or tracker.conversation_id!r}); pass no ids to "
             "Runner and let ConversationState.run() manage them"
         )
+
+
+def _no_response_id(model: Model) -> MixedStateOwnerError:
+    return MixedStateOwnerError(
+        f"{type(model).__name__} returned a response without an id, so it cannot continue a "
+        "previous_response_id chain: the Responses API cannot own this conversation's state. "
+        "Use a Responses API model, or ConversationState.replay()"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from agents import Agent, RunConfig, Runner
+from agents import Agent, RunConfig, Runner, RunState
 from agents.exceptions import InputGuardrailTripwireTriggered
 from agents.memory import Session
 from agents.models.interface import Model
@@ -13,10 +13,13 @@ from agents.result import RunResult, RunResultStreaming
 
 from . import _compat
 from .binding import bind_agent
-from .errors import MixedStateOwnerError
+from .compaction import CompactionMode, CompactionResult
+from .errors import HandoffFilterError, MixedStateOwnerError
 from .filters import tracked_input_filter
+from .handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider, _Binding
 from .tracker import ServerConversationTracker
+from .validation import validate_run_settings
 
 __all__ = ["ConversationState", "StrategyName"]
 
@@ -46,6 +49,8 @@ class ConversationState:
         self._session = session
         self._binding: _Binding | None = None
         self._graph_ids: set[int] | None = None
+        self.downgrades: list[HandoffDowngrade] = []
+        """Handoff settings turned off because the server owns the history (newest last)."""
         if strategy in ("previous_response", "conversation"):
             if tracker is None:
                 raise ValueError(f"the {strategy} strategy needs a tracker")
@@ -133,12 +138,18 @@ class ConversationState:
         :func:`~agents_state_ext.tracked_input_filter`.
         """
         base = base if base is not None else RunConfig()
+        validate_run_settings(self, run_config=base)
         binding = self._binding
         if binding is None:
             if base.call_model_input_filter is None:
                 return dataclasses.replace(base)
             return dataclasses.replace(
                 base, call_model_input_filter=tracked_input_filter(base.call_model_input_filter)
+            )
+        if base.handoff_input_filter is not None:
+            raise HandoffFilterError(
+                "RunConfig.handoff_input_filter would rewrite history that the server owns "
+                f"({self.strategy} strategy); remove it or use a client-managed strategy"
             )
         provider = base.model_provider
         if not isinstance(provider, TrackedModelProvider):
@@ -150,17 +161,26 @@ class ConversationState:
             base,
             model=model,
             model_provider=provider,
+            nest_handoff_history=False,
             call_model_input_filter=tracked_input_filter(base.call_model_input_filter, state=self),
         )
 
+    def _prepare(
+        self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
+    ) -> tuple[Agent[Any], dict[str, Any]]:
+        base = runner_kwargs.get("run_config")
+        owners = {key: runner_kwargs[key] for key in _OWNER_KWARGS if key in runner_kwargs}
+        validate_run_settings(self, agent=agent, input=input, run_config=base, **owners)
+        self._prepare_resume(input)
+        known = {d.handoff for d in self.downgrades}
+        for downgrade in guard_handoffs(agent, self, base, warn=False):
+            if downgrade.handoff not in known:
+                warn_nesting_disabled(downgrade)
+                self.downgrades.append(downgrade)
+        kwargs = self._runner_kwargs(runner_kwargs)
+        return self._bind(agent), kwargs
+
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
-        clashes = [key for key in _OWNER_KWARGS if runner_kwargs.get(key) not in (None, False)]
-        if clashes:
-            raise MixedStateOwnerError(
-                f"{', '.join(clashes)} passed to run() would be a second owner of this "
-                f"conversation's state, which the {self.strategy} strategy of ConversationState "
-                "already owns; drop those arguments (the state supplies them)"
-            )
         kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
         kwargs["run_config"] = self.run_config(kwargs.get("run_config"))
         tracker = self.tracker
@@ -192,6 +212,9 @@ class ConversationState:
         return bound
 
     def _owns_agent(self, agent: object) -> bool:
+        model = getattr(agent, "model", None)
+        if isinstance(model, TrackedModel) and model._binding is self._binding:
+            return True
         return self._graph_ids is None or id(agent) in self._graph_ids
 
     # -- running -----------------------------------------------------------------------------
@@ -202,8 +225,7 @@ class ConversationState:
         For server strategies a run is a transaction: if an input guardrail trips, the rejected
         input is dropped and the cursor goes back to where the run began.
         """
-        kwargs = self._runner_kwargs(runner_kwargs)
-        bound = self._bind(agent)
+        bound, kwargs = self._prepare(agent, input, runner_kwargs)
         snapshot = self.tracker.to_dict() if self.tracker is not None else None
         try:
             return await Runner.run(bound, input, **kwargs)
@@ -218,8 +240,7 @@ class ConversationState:
         self, agent: Agent[Any], input: Any, **runner_kwargs: Any
     ) -> RunResultStreaming:
         """Like :meth:`run`, streamed; the same requests go over the wire."""
-        kwargs = self._runner_kwargs(runner_kwargs)
-        bound = self._bind(agent)
+        bound, kwargs = self._prepare(agent, input, runner_kwargs)
         snapshot = self.tracker.to_dict() if self.tracker is not None else None
         result = Runner.run_streamed(bound, input, **kwargs)
         task = result.run_loop_task
@@ -236,6 +257,96 @@ class ConversationState:
 
             task.add_done_callback(finished)
         return result
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    async def compact(
+        self,
+        *,
+        client: Any,
+        model: str,
+        items: list[Any] | None = None,
+        mode: CompactionMode = "auto",
+        store: bool = True,
+    ) -> CompactionResult:
+        """Compact the conversation without changing who owns it.
+
+        ``mode="previous_response_id"`` (chosen by ``"auto"`` when there is a stored chain)
+        compacts the server chain with ``/responses/compact`` and the next run continues from
+        the compacted window (sent once, starting a new chain). ``mode="input"`` (chosen when
+        ``store=False`` or there is no chain) compacts the client-held ``items``. Under the
+        conversation strategy the window seeds a new server conversation that the state then
+        follows. Replay and session conversations get the compacted items back to use.
+        History is never compacted locally and also replayed through the server chain.
+        """
+        from .compaction import compact_state
+
+        return await compact_state(
+            self, client=client, model=model, items=items, mode=mode, store=store
+        )
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def dumps(
+        self,
+        result_or_run_state: Any,
+        *,
+        key: bytes | str | None = None,
+        context_serializer: Any = None,
+    ) -> str:
+        """Serialize a run (its result or ``RunState``) and this conversation's ledger together.
+
+        The versioned envelope holds the SDK's RunState JSON, the strategy, the tracker (cursor,
+        acknowledged ids, pending input) and the partial output of a cancelled stream. With
+        ``key`` it is signed (HMAC-SHA256) so :meth:`loads` rejects a changed blob. No API key
+        is written.
+        """
+        from .persistence import dump_state
+
+        return dump_state(self, result_or_run_state, key=key, context_serializer=context_serializer)
+
+    @classmethod
+    async def loads(
+        cls,
+        agent: Agent[Any],
+        blob: str | bytes,
+        *,
+        key: bytes | str | None = None,
+        session: Session | None = None,
+        client: Any | None = None,
+        context_deserializer: Any = None,
+    ) -> tuple[ConversationState, RunState[Any]]:
+        """Restore a conversation and its RunState from :meth:`dumps`; resume with :meth:`run`.
+
+        Malformed, truncated, tampered (with ``key``) or newer-version blobs raise
+        :class:`~agents_state_ext.StateBlobError`. ``agent`` is the run's starting agent; the
+        returned RunState is already bound to the restored ledger. A session conversation
+        needs its ``session`` again.
+        """
+        from .persistence import load_state
+
+        return await load_state(
+            cls, agent, blob, key=key, session=session, client=client,
+            context_deserializer=context_deserializer,
+        )  # fmt: skip
+
+    def _prepare_resume(self, input: Any) -> None:
+        if not isinstance(input, RunState):
+            return
+        tracker = self.tracker
+        if tracker is not None:
+            previous_response_id, conversation_id = _compat.run_state_ids(input)
+            for name, theirs, ours in (
+                ("previous_response_id", previous_response_id, tracker.previous_response_id),
+                ("conversation_id", conversation_id, tracker.conversation_id),
+            ):
+                if theirs is not None and theirs != ours:
+                    raise MixedStateOwnerError(
+                        f"the RunState being resumed has {name}={theirs!r}, but this "
+                        f"conversation's ledger has {ours!r}: it belongs to another "
+                        "conversation (restore both with ConversationState.loads)"
+                    )
+        _compat.repair_turn_count(input)
 
     def _restore(self, snapshot: dict[str, Any] | None) -> None:
         if snapshot is None or self._binding is None:

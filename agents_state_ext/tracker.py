@@ -247,6 +247,31 @@ class ServerConversationTracker:
             queued = {id(item) for item in batch}
             self._pending = batch + [item for item in self._pending if id(item) not in queued]
 
+    def restart(
+        self,
+        window: Sequence[Any],
+        *,
+        conversation_id: str | None = None,
+    ) -> None:
+        """Continue from a compacted ``window`` instead of the old server chain.
+
+        Under previous_response the next request starts a new chain (no previous id) carrying
+        the window in front; under conversation the tracker moves to ``conversation_id``, which
+        already holds the window. What was acknowledged stays known: the window stands for it.
+        """
+        if self._in_flight is not None:
+            self.rewind()
+        if self.strategy == "conversation":
+            if not conversation_id:
+                raise ValueError("restarting a conversation tracker needs the new conversation_id")
+            self._conversation_id = conversation_id
+            self._last_item_id = None
+            for item in window:
+                self._remember(item)
+            return
+        self._previous_response_id = None
+        self._pending = [*window, *self._pending]
+
     def drop_pending(self) -> None:
         """Forget every pending and uncertain item (they will not be sent again)."""
         self._pending = []

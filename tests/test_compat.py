@@ -7,10 +7,11 @@ upper bound on ``openai-agents`` in ``pyproject.toml`` together.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import httpx
 import pytest
-from agents import OpenAIResponsesModel
+from agents import OpenAIResponsesModel, RunContextWrapper
 from agents.models import _retry_runtime, _run_context
 from agents.models.interface import Model
 from agents.result import RunResultStreaming
@@ -53,3 +54,28 @@ def test_streaming_result_keeps_its_stored_exception_field() -> None:
     fields = RunResultStreaming.__dataclass_fields__
     assert "_stored_exception" in fields
     assert "run_loop_task" in fields
+
+
+def test_run_state_private_fields_compat_reads_and_repairs() -> None:
+    from agents import Agent, RunState
+
+    state: RunState[Any] = RunState(
+        context=RunContextWrapper(context=None),
+        original_input="hi",
+        starting_agent=Agent(name="a"),
+        max_turns=5,
+        conversation_id=None,
+        previous_response_id="resp_1",
+    )
+    assert _compat.run_state_ids(state) == ("resp_1", None)
+    state._current_turn = 2
+    _compat.repair_turn_count(state)
+    assert state._current_turn == 0
+    assert state.to_json()["current_turn"] == 0
+
+
+def test_handoff_keeps_a_weak_reference_to_its_target() -> None:
+    from agents import Agent, handoff
+
+    target = Agent(name="target")
+    assert _compat.handoff_target(handoff(target)) is target

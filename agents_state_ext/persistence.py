@@ -1,0 +1,122 @@
+"""``ConversationState.dumps`` / ``loads``: a run and its ledger in one envelope, and back."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, RunState
+from agents.exceptions import AgentsException
+
+from .envelope import open_envelope, seal_envelope
+from .errors import StateBlobError
+from .model import PartialOutput
+from .tracker import ServerConversationTracker
+
+if TYPE_CHECKING:
+    from .state import ConversationState
+
+__all__ = ["dump_state", "load_state", "run_state_json"]
+
+_STRATEGIES = ("replay", "session", "previous_response", "conversation")
+
+
+def run_state_json(run_state: RunState[Any], **to_json: Any) -> dict[str, Any]:
+    """The RunState's JSON with the SDK's turn count repaired.
+
+    After a cancel the SDK counts a turn whose model call never returned; a resumed run would
+    then have one turn fewer than it should. A run's turns are its model responses.
+    """
+    data = run_state.to_json(include_tracing_api_key=False, **to_json)
+    responses = data.get("model_responses")
+    turn = data.get("current_turn")
+    if isinstance(responses, list) and isinstance(turn, int) and turn > len(responses):
+        data["current_turn"] = len(responses)
+    return data
+
+
+def dump_state(
+    state: ConversationState,
+    result_or_run_state: Any,
+    *,
+    key: bytes | str | None = None,
+    context_serializer: Any = None,
+) -> str:
+    """See :meth:`ConversationState.dumps`."""
+    to_state = getattr(result_or_run_state, "to_state", None)
+    run_state = to_state() if callable(to_state) else result_or_run_state
+    if not isinstance(run_state, RunState):
+        raise TypeError(
+            f"dumps() takes a run result or a RunState, got {type(result_or_run_state).__name__}"
+        )
+    extra = {"context_serializer": context_serializer} if context_serializer else {}
+    tracker = state.tracker
+    partial = state.partial
+    payload = {
+        "strategy": state.strategy,
+        "tracker": tracker.to_dict() if tracker is not None else None,
+        "partial": dataclasses.asdict(partial) if partial is not None else None,
+        "run_state": run_state_json(run_state, **extra),
+    }
+    return seal_envelope(payload, key=key)
+
+
+async def load_state(
+    cls: type[ConversationState],
+    agent: Agent[Any],
+    blob: str | bytes,
+    *,
+    key: bytes | str | None = None,
+    session: Any = None,
+    client: Any = None,
+    context_deserializer: Any = None,
+) -> tuple[ConversationState, RunState[Any]]:
+    """See :meth:`ConversationState.loads`."""
+    payload = open_envelope(blob, key=key)
+    strategy = payload["strategy"]
+    if strategy not in _STRATEGIES:
+        raise StateBlobError(f"the state blob names an unknown strategy {strategy!r}")
+    tracker_data = payload.get("tracker")
+    if strategy in ("previous_response", "conversation"):
+        if not isinstance(tracker_data, dict):
+            raise StateBlobError(f"the {strategy} strategy's blob has no tracker")
+        tracker = ServerConversationTracker.from_dict(tracker_data)
+        if tracker.strategy != strategy:
+            raise StateBlobError("the blob's tracker does not match its strategy")
+        state = cls(strategy, tracker=tracker, client=client)
+    elif strategy == "session":
+        if session is None:
+            raise ValueError("this blob belongs to a session conversation: pass session=")
+        state = cls("session", session=session)
+    else:
+        state = cls("replay")
+    partial = payload.get("partial")
+    if isinstance(partial, dict) and state._binding is not None:
+        try:
+            state._binding.partial = PartialOutput(**partial)
+        except TypeError as exc:
+            raise StateBlobError(f"malformed partial output in the state blob: {exc}") from exc
+    run_json = payload["run_state"]
+    bound = state.bind(agent)
+    extra = {"context_deserializer": context_deserializer} if context_deserializer else {}
+    try:
+        run_state = await RunState.from_json(bound, run_json, **extra)
+    except (AgentsException, KeyError, TypeError, ValueError) as exc:
+        raise StateBlobError(f"the blob's RunState cannot be restored: {exc}") from exc
+    _check_cursor(state, run_json)
+    return state, run_state
+
+
+def _check_cursor(state: ConversationState, run_json: dict[str, Any]) -> None:
+    tracker = state.tracker
+    if tracker is None:
+        return
+    for name, ours in (
+        ("previous_response_id", tracker.previous_response_id),
+        ("conversation_id", tracker.conversation_id),
+    ):
+        theirs = run_json.get(name)
+        if theirs is not None and theirs != ours:
+            raise StateBlobError(
+                f"the blob's RunState has {name}={theirs!r} but its ledger has {ours!r}"
+            )

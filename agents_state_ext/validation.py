@@ -1,0 +1,190 @@
+"""``validate_run_settings``: reject every mixed configuration of state owners before a request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, Handoff, RunConfig, RunState
+from agents.models.interface import Model
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+
+from . import _compat
+from .errors import MixedStateOwnerError
+from .model import TrackedModel
+
+if TYPE_CHECKING:
+    from .state import ConversationState
+
+__all__ = ["validate_run_settings"]
+
+_OWNER_NAMES = {
+    "replay": "explicit replay (the application)",
+    "session": "the SDK session",
+    "previous_response": "the Responses API (previous_response_id)",
+    "conversation": "the Conversations API (conversation_id)",
+}
+
+
+def _mixed(first: str, second: str, fix: str) -> MixedStateOwnerError:
+    return MixedStateOwnerError(
+        f"two owners of one conversation's state: {first} and {second}. {fix}"
+    )
+
+
+def validate_run_settings(
+    state: ConversationState | None = None,
+    *,
+    agent: Agent[Any] | None = None,
+    input: Any = None,
+    run_config: RunConfig | None = None,
+    previous_response_id: str | None = None,
+    conversation_id: str | None = None,
+    auto_previous_response_id: bool = False,
+    session: Any = None,
+) -> None:
+    """Raise :class:`~agents_state_ext.MixedStateOwnerError` for a mixed configuration.
+
+    The keyword arguments are what the caller would give ``Runner.run`` directly; ``state`` is
+    the conversation's chosen owner, if any. Checked, in order: a session together with any
+    server id; ``conversation_id`` together with ``previous_response_id``; ids or a session
+    given although ``state`` owns the conversation; a RunState whose ids disagree with the
+    given ones (or with the state's ledger); replayed input that holds items the server already
+    acknowledged; a model that cannot honour server-managed state (Chat Completions); and
+    ``store=False`` under the previous_response strategy. Nothing is sent by this function.
+    """
+    server_ids = [
+        name
+        for name, value in (
+            ("previous_response_id", previous_response_id),
+            ("conversation_id", conversation_id),
+            ("auto_previous_response_id", auto_previous_response_id),
+        )
+        if value
+    ]
+    if session is not None and server_ids:
+        raise _mixed(
+            "an SDK session",
+            f"server-managed state ({', '.join(server_ids)})",
+            "Use the session alone, or drop the session and let the server own the history.",
+        )
+    if conversation_id and (previous_response_id or auto_previous_response_id):
+        raise _mixed(
+            f"the Conversations API (conversation_id={conversation_id!r})",
+            "the Responses API chain (previous_response_id)",
+            "Pick one: a conversation already chains its responses.",
+        )
+    if isinstance(input, RunState):
+        _check_run_state_ids(input, previous_response_id, conversation_id)
+    if state is None:
+        return
+    owner = _OWNER_NAMES[state.strategy]
+    given = server_ids + (["session"] if session is not None else [])
+    if given:
+        raise _mixed(
+            owner,
+            f"what was passed to the run ({', '.join(given)})",
+            "Pass no ids or session: ConversationState supplies them for its strategy.",
+        )
+    tracker = state.tracker
+    if tracker is None:
+        return
+    if isinstance(input, list):
+        replayed = [item for item in input if _acknowledged(tracker, item)]
+        if replayed:
+            raise _mixed(
+                owner,
+                "replayed history in the input (e.g. result.to_input_list())",
+                f"{len(replayed)} input item(s) are already on the server; send only the "
+                "new turn, the server chains the rest.",
+            )
+    models = list(_models(agent, run_config))
+    for where, model in models:
+        inner = model.inner if isinstance(model, TrackedModel) else model
+        if isinstance(inner, OpenAIChatCompletionsModel):
+            raise _mixed(
+                owner,
+                f"a Chat Completions model ({where}) that keeps no server-side state",
+                "Use a Responses API model, or ConversationState.replay() / .session().",
+            )
+    if state.strategy == "previous_response":
+        for where, store in _store_settings(agent, run_config):
+            if store is False:
+                raise _mixed(
+                    owner,
+                    f"store=False in the model settings of {where}, so no response is kept "
+                    "to chain from",
+                    "Set store=True (the default) or use ConversationState.replay().",
+                )
+
+
+def _acknowledged(tracker: Any, item: Any) -> bool:
+    # Only stable keys: object identity says nothing across runs.
+    item_id = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
+    if isinstance(item_id, str) and tracker.has_item_id(item_id):
+        return True
+    call_id = item.get("call_id") if isinstance(item, dict) else getattr(item, "call_id", None)
+    kind = item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
+    return (
+        isinstance(call_id, str)
+        and isinstance(kind, str)
+        and kind.endswith("_output")
+        and tracker.has_call_output(call_id)
+    )
+
+
+def _check_run_state_ids(
+    run_state: RunState[Any], previous_response_id: str | None, conversation_id: str | None
+) -> None:
+    stored_previous, stored_conversation = _compat.run_state_ids(run_state)
+    for name, given, stored in (
+        ("previous_response_id", previous_response_id, stored_previous),
+        ("conversation_id", conversation_id, stored_conversation),
+    ):
+        if given is not None and stored is not None and given != stored:
+            raise _mixed(
+                f"the resumed RunState ({name}={stored!r})",
+                f"the explicitly given {name}={given!r}",
+                "Resume with the RunState's own ids (pass none), or start a new run.",
+            )
+
+
+def walk_agents(agent: Agent[Any]) -> Iterator[tuple[Agent[Any], Handoff[Any, Any] | None]]:
+    """Every agent reachable by handoff from ``agent`` (cycles handled), with the Handoff
+    object that leads to it when there is one."""
+    seen: set[int] = set()
+    stack: list[tuple[Agent[Any], Handoff[Any, Any] | None]] = [(agent, None)]
+    while stack:
+        current, via = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current, via
+        for entry in current.handoffs:
+            if isinstance(entry, Agent):
+                stack.append((entry, None))
+            elif isinstance(entry, Handoff):
+                target = _compat.handoff_target(entry)
+                if isinstance(target, Agent):
+                    stack.append((target, entry))
+
+
+def _models(agent: Agent[Any] | None, run_config: RunConfig | None) -> Iterator[tuple[str, Any]]:
+    if run_config is not None and isinstance(run_config.model, Model):
+        yield "RunConfig.model", run_config.model
+    if agent is None:
+        return
+    for current, _ in walk_agents(agent):
+        if isinstance(current.model, Model):
+            yield f"agent {current.name!r}", current.model
+
+
+def _store_settings(
+    agent: Agent[Any] | None, run_config: RunConfig | None
+) -> Iterator[tuple[str, bool | None]]:
+    if run_config is not None and run_config.model_settings is not None:
+        yield "RunConfig", run_config.model_settings.store
+    if agent is None:
+        return
+    for current, _ in walk_agents(agent):
+        yield f"agent {current.name!r}", current.model_settings.store
