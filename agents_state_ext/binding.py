@@ -1,56 +1,114 @@
-"""Binding an agent graph to a conversation's ledger: every agent's model goes through it."""
+"""Copying an agent graph for one conversation: models bound to its ledger, handoffs adapted."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import Agent, Handoff
+from agents.handoffs import HandoffInputData
 from agents.models.interface import Model
 
 from .model import TrackedModel, _Binding
 
-__all__ = ["bind_agent"]
+__all__ = ["bind_agent", "copy_agent_graph", "keep_session_history"]
+
+HandoffAdapter = Callable[[Handoff[Any, Any]], Handoff[Any, Any]]
 
 
-def bind_agent(agent: Agent[Any], binding: _Binding, seen: dict[int, Agent[Any]]) -> Agent[Any]:
-    """A copy of ``agent`` and of every agent reachable by handoff, bound to ``binding``.
+def copy_agent_graph(
+    agent: Agent[Any],
+    seen: dict[int, Agent[Any]],
+    *,
+    wrap_model: Callable[[Model], Model] | None = None,
+    adapt_handoff: HandoffAdapter | None = None,
+) -> Agent[Any]:
+    """A shallow copy of ``agent`` and of every agent reachable by handoff.
 
-    Each copy whose model is a ``Model`` instance gets it wrapped; agents that name their model
-    by string go through the wrapped provider. Every reachable agent is copied (a shallow
-    ``clone``) so handoffs always lead to bound copies, cycles included: ``seen`` maps original
-    agents to their copies.
+    ``wrap_model`` replaces each ``Model`` instance; ``adapt_handoff`` rewrites each ``Handoff``.
+    Handoffs always lead to the copies (``on_invoke_handoff`` captured the original target, so
+    it is wrapped to map the target), cycles included: ``seen`` maps originals to copies.
     """
     if id(agent) in seen:
         return seen[id(agent)]
-    if isinstance(agent.model, Model) and not isinstance(agent.model, TrackedModel):
-        bound = agent.clone(model=TrackedModel(agent.model, binding))
+    model = agent.model
+    if wrap_model is not None and isinstance(model, Model):
+        copy = agent.clone(model=wrap_model(model))
     else:
-        bound = agent.clone()
-    seen[id(agent)] = bound
+        copy = agent.clone()
+    seen[id(agent)] = copy
+
+    def again(target: Agent[Any]) -> Agent[Any]:
+        return copy_agent_graph(target, seen, wrap_model=wrap_model, adapt_handoff=adapt_handoff)
+
     handoffs: list[Any] = []
     for entry in agent.handoffs:
         if isinstance(entry, Agent):
-            handoffs.append(bind_agent(entry, binding, seen))
+            handoffs.append(again(entry))
         elif isinstance(entry, Handoff):
-            handoffs.append(_bind_handoff(entry, binding, seen))
+            adapted = adapt_handoff(entry) if adapt_handoff is not None else entry
+            handoffs.append(_redirect(adapted, again))
         else:
             handoffs.append(entry)
-    bound.handoffs = handoffs
-    return bound
+    copy.handoffs = handoffs
+    return copy
 
 
-def _bind_handoff(entry: Handoff[Any, Any], binding: _Binding, seen: dict[int, Agent[Any]]) -> Any:
+def _redirect(entry: Handoff[Any, Any], again: Callable[[Agent[Any]], Agent[Any]]) -> Any:
     original: Callable[[Any, str], Awaitable[Any]] = entry.on_invoke_handoff
 
     async def invoke(context: Any, arguments: str) -> Any:
-        # on_invoke_handoff captured the original target; hand the run its bound copy.
         target = await original(context, arguments)
-        if isinstance(target, Agent):
-            return bind_agent(target, binding, seen)
-        return target
+        return again(target) if isinstance(target, Agent) else target
 
-    # Under server ownership nesting would rewrite history the server holds (guard_handoffs).
-    nest = False if entry.nest_handoff_history else entry.nest_handoff_history
-    return dataclasses.replace(entry, on_invoke_handoff=invoke, nest_handoff_history=nest)
+    return dataclasses.replace(entry, on_invoke_handoff=invoke)
+
+
+def bind_agent(agent: Agent[Any], binding: _Binding, seen: dict[int, Agent[Any]]) -> Agent[Any]:
+    """The agent graph with every ``Model`` instance going through ``binding``'s ledger.
+
+    Agents that name their model by string go through the wrapped provider instead. Nesting of
+    handoff history is turned off: the server owns the history (see ``guard_handoffs``).
+    """
+
+    def wrap(model: Model) -> Model:
+        return model if isinstance(model, TrackedModel) else TrackedModel(model, binding)
+
+    def no_nesting(entry: Handoff[Any, Any]) -> Handoff[Any, Any]:
+        if entry.nest_handoff_history:
+            return dataclasses.replace(entry, nest_handoff_history=False)
+        return entry
+
+    return copy_agent_graph(agent, seen, wrap_model=wrap, adapt_handoff=no_nesting)
+
+
+def keep_session_history(user_filter: Callable[[HandoffInputData], Any]) -> Any:
+    """Wrap a handoff input filter so it shapes the model's input but not the session's history.
+
+    The SDK persists a filter's ``new_items`` to the session unless the filter puts the model's
+    view in ``input_items``; this moves a filter's result there and keeps the full items for
+    the session, so generated items and session items stay distinct.
+    """
+
+    async def filtered(data: HandoffInputData) -> HandoffInputData:
+        result = user_filter(data)
+        if inspect.isawaitable(result):
+            result = await result
+        if not isinstance(result, HandoffInputData) or result.input_items is not None:
+            return result  # type: ignore[no-any-return]  # the SDK reports a bad result itself
+        return dataclasses.replace(result, new_items=data.new_items, input_items=result.new_items)
+
+    return filtered
+
+
+def session_graph(agent: Agent[Any], seen: dict[int, Agent[Any]]) -> Agent[Any]:
+    """The agent graph with every handoff input filter wrapped by :func:`keep_session_history`."""
+
+    def adapt(entry: Handoff[Any, Any]) -> Handoff[Any, Any]:
+        if entry.input_filter is None:
+            return entry
+        return dataclasses.replace(entry, input_filter=keep_session_history(entry.input_filter))
+
+    return copy_agent_graph(agent, seen, adapt_handoff=adapt)

@@ -12,7 +12,7 @@ from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 
 from . import _compat
-from .binding import bind_agent
+from .binding import bind_agent, keep_session_history, session_graph
 from .compaction import CompactionMode, CompactionResult
 from .errors import HandoffFilterError, MixedStateOwnerError
 from .filters import tracked_input_filter
@@ -141,11 +141,12 @@ class ConversationState:
         validate_run_settings(self, run_config=base)
         binding = self._binding
         if binding is None:
-            if base.call_model_input_filter is None:
-                return dataclasses.replace(base)
-            return dataclasses.replace(
-                base, call_model_input_filter=tracked_input_filter(base.call_model_input_filter)
-            )
+            config = dataclasses.replace(base)
+            if base.call_model_input_filter is not None:
+                config.call_model_input_filter = tracked_input_filter(base.call_model_input_filter)
+            if self.strategy == "session" and base.handoff_input_filter is not None:
+                config.handoff_input_filter = keep_session_history(base.handoff_input_filter)
+            return config
         if base.handoff_input_filter is not None:
             raise HandoffFilterError(
                 "RunConfig.handoff_input_filter would rewrite history that the server owns "
@@ -198,11 +199,15 @@ class ConversationState:
 
         :meth:`run` does this for you. Call it when you run ``Runner`` yourself with
         :meth:`run_config` and an agent (or a handoff target) carries a ``Model`` instance
-        rather than a model name. Replay and session strategies return ``agent`` as it is.
+        rather than a model name. Under the session strategy the copy's handoff input filters
+        shape the model's input but leave the session's history whole; replay returns
+        ``agent`` as it is.
         """
         return self._bind(agent)
 
     def _bind(self, agent: Agent[Any]) -> Agent[Any]:
+        if self.strategy == "session":
+            return session_graph(agent, {})
         if self._binding is None:
             return agent
         seen: dict[int, Agent[Any]] = {}
