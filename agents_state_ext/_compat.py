@@ -19,6 +19,7 @@ __all__ = [
     "inner_openai_client",
     "provider_retries_disabled",
     "repair_turn_count",
+    "run_state_is_chained",
     "run_state_ids",
     "stored_stream_exception",
     "supports_default_prompt_cache_key",
@@ -85,3 +86,9 @@ def handoff_target(handoff: object) -> object | None:
     """
     ref = getattr(handoff, "_agent_ref", None)
     return ref() if callable(ref) else None
+
+
+def run_state_is_chained(run_state: object) -> bool:
+    """Whether the RunState was made in the SDK's chaining mode (``auto_previous_response_id``),
+    so its ``previous_response_id`` is where the SDK's own view of the chain stands."""
+    return bool(getattr(run_state, "_auto_previous_response_id", False))

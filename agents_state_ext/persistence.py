@@ -111,6 +111,10 @@ def _check_cursor(state: ConversationState, run_json: dict[str, Any]) -> None:
     tracker = state.tracker
     if tracker is None:
         return
+    stored = run_json.get("previous_response_id")
+    if tracker.strategy == "previous_response" and run_json.get("auto_previous_response_id"):
+        # A response the run never processed (cancelled right after response.completed).
+        tracker.rollback_to(stored)
     for name, ours in (
         ("previous_response_id", tracker.previous_response_id),
         ("conversation_id", tracker.conversation_id),

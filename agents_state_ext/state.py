@@ -341,6 +341,10 @@ class ConversationState:
         tracker = self.tracker
         if tracker is not None:
             previous_response_id, conversation_id = _compat.run_state_ids(input)
+            if tracker.strategy == "previous_response" and _compat.run_state_is_chained(input):
+                # Responses the run never processed (a cancel right after response.completed)
+                # are stepped back over, so the resumed run forks from where it stands.
+                tracker.rollback_to(previous_response_id)
             for name, theirs, ours in (
                 ("previous_response_id", previous_response_id, tracker.previous_response_id),
                 ("conversation_id", conversation_id, tracker.conversation_id),

@@ -6,7 +6,7 @@ import copy
 import hashlib
 import json
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ TRACKER_VERSION = 1
 #   1: first version.
 
 Strategy = Literal["previous_response", "conversation"]
+JOURNAL_LENGTH = 8
 
 
 def item_to_dict(item: Any) -> dict[str, Any]:
@@ -48,6 +49,17 @@ def _digest(item: Any) -> str:
     data.pop("id", None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _stable_key(item: Any) -> str | None:
+    """A key that names the same item across copies: its server id, or a tool output's call."""
+    item_id = _field(item, "id")
+    if isinstance(item_id, str) and item_id:
+        return f"id:{item_id}"
+    call_id = _field(item, "call_id")
+    if isinstance(call_id, str) and _is_tool_output(item):
+        return f"output:{call_id}"
+    return None
 
 
 def _is_tool_output(item: Any) -> bool:
@@ -106,6 +118,9 @@ class ServerConversationTracker:
         self._uncertain: list[Any] = []
         self._last_item_id: str | None = None
         self._acked_objects: dict[int, Any] = {}
+        # The newest acknowledgements, so a resume can step back over a response the SDK
+        # never processed (e.g. a stream cancelled right after response.completed).
+        self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -178,7 +193,12 @@ class ServerConversationTracker:
                 last_acked = index
         result: list[Any] = []
         incoming_ids = {id(item) for item in incoming}
-        result.extend(item for item in self._pending if id(item) not in incoming_ids)
+        incoming_keys = {key for key in map(_stable_key, incoming) if key is not None}
+        result.extend(
+            item
+            for item in self._pending
+            if id(item) not in incoming_ids and _stable_key(item) not in incoming_keys
+        )
         for index, item in enumerate(incoming):
             if acked_flags[index]:
                 continue
@@ -197,20 +217,32 @@ class ServerConversationTracker:
             self.rewind()
         batch = list(items)
         sent = {id(item) for item in batch}
-        self._pending = [item for item in self._pending if id(item) not in sent]
-        self._uncertain = [item for item in self._uncertain if id(item) not in sent]
+        keys = {key for key in map(_stable_key, batch) if key is not None}
+
+        def still_waiting(item: Any) -> bool:
+            return id(item) not in sent and _stable_key(item) not in keys
+
+        self._pending = [item for item in self._pending if still_waiting(item)]
+        self._uncertain = [item for item in self._uncertain if still_waiting(item)]
         self._in_flight = batch
 
     def acknowledge(self, response_id: str | None, output: Iterable[Any] = ()) -> None:
         """The in-flight request succeeded: the server now holds its input and ``output``."""
         batch = self._in_flight or []
         self._in_flight = None
-        for item in batch:
-            self._remember(item)
-        for item in output:
-            self._remember(item)
+        entry: dict[str, Any] = {
+            "response_id": response_id,
+            "previous": self._previous_response_id,
+            "sent": [copy.deepcopy(item_to_dict(i)) for i in batch],
+            "item_ids": [],
+            "call_ids": [],
+            "digests": [],
+        }
+        for item in [*batch, *output]:
+            self._remember(item, entry)
         if response_id is not None and self.strategy == "previous_response":
             self._previous_response_id = response_id
+            self._journal.append(entry)
 
     def rewind(self) -> None:
         """The in-flight request failed: its items go back in front, to be sent again."""
@@ -281,18 +313,54 @@ class ServerConversationTracker:
         """Forget per-process object identities; called when the SDK run that used them ends."""
         self._acked_objects.clear()
 
-    def _remember(self, item: Any) -> None:
+    def rollback_to(self, previous_response_id: str | None) -> bool:
+        """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.
+
+        For a resume whose RunState never processed the newest responses: what those
+        responses acknowledged is forgotten and the input they carried is pending again, so
+        the resumed run forks the chain from where the RunState stands. Returns False (and
+        changes nothing) when the journal does not reach that far.
+        """
+        if self._previous_response_id == previous_response_id:
+            return True
+        undo: list[dict[str, Any]] = []
+        cursor = self._previous_response_id
+        for entry in reversed(self._journal):
+            if cursor == previous_response_id:
+                break
+            undo.append(entry)
+            cursor = entry["previous"]
+        if cursor != previous_response_id:
+            return False
+        for entry in undo:
+            self._journal.pop()
+            self._item_ids.difference_update(entry["item_ids"])
+            self._call_ids.difference_update(entry["call_ids"])
+            for digest in entry["digests"]:
+                self._digests.pop(digest, None)
+            self._pending = [dict(item) for item in entry["sent"]] + self._pending
+        self._previous_response_id = previous_response_id
+        self._acked_objects.clear()
+        return True
+
+    def _remember(self, item: Any, entry: dict[str, Any] | None = None) -> None:
         self._acked_objects[id(item)] = item
         item_id = _field(item, "id")
         if isinstance(item_id, str) and item_id:
+            if entry is not None and item_id not in self._item_ids:
+                entry["item_ids"].append(item_id)
             self._item_ids.add(item_id)
             self._last_item_id = item_id
         call_id = _field(item, "call_id")
         if isinstance(call_id, str) and _is_tool_output(item):
+            if entry is not None and call_id not in self._call_ids:
+                entry["call_ids"].append(call_id)
             self._call_ids.add(call_id)
         if _field(item, "role") is None and not _is_tool_output(item):
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
+            if entry is not None and digest not in self._digests:
+                entry["digests"].append(digest)
             self._digests[digest] = None
             self._digests.move_to_end(digest)
             while len(self._digests) > self._max_digests:
@@ -318,6 +386,7 @@ class ServerConversationTracker:
             "last_item_id": self._last_item_id,
             "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
             "uncertain": [copy.deepcopy(item_to_dict(i)) for i in self._uncertain],
+            "journal": copy.deepcopy(list(self._journal)),
         }
 
     @classmethod
@@ -345,6 +414,7 @@ class ServerConversationTracker:
             tracker._last_item_id = data.get("last_item_id")
             tracker._pending = [dict(i) for i in data.get("pending", [])]
             tracker._uncertain = [dict(i) for i in data.get("uncertain", [])]
+            tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
         except (KeyError, TypeError, ValueError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
@@ -356,3 +426,16 @@ class ServerConversationTracker:
             f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
             f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
         )
+
+
+def _journal_entry(data: Any) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise TypeError("a journal entry must be an object")
+    return {
+        "response_id": data.get("response_id"),
+        "previous": data.get("previous"),
+        "sent": [dict(item) for item in data.get("sent", [])],
+        "item_ids": [str(i) for i in data.get("item_ids", [])],
+        "call_ids": [str(i) for i in data.get("call_ids", [])],
+        "digests": [str(d) for d in data.get("digests", [])],
+    }
