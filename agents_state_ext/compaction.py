@@ -41,12 +41,12 @@ async def compact_state(
         usable_chain = tracker is not None and tracker.previous_response_id is not None and store
         mode = "previous_response_id" if usable_chain else "input"
     if mode == "previous_response_id":
-        if tracker is None or tracker.previous_response_id is None:
-            raise ValueError("compaction through the server chain needs a previous response id")
         if not store:
             raise ValueError("store=False keeps no server chain: compact with mode='input'")
-        response = await client.responses.compact(
-            model=model, previous_response_id=tracker.previous_response_id
+        if tracker is None or tracker.previous_response_id is None:
+            raise ValueError("compaction through the server chain needs a previous response id")
+        response = await _compact(
+            client, model=model, previous_response_id=tracker.previous_response_id
         )
     else:
         if tracker is not None and tracker.strategy == "conversation" and items is None:
@@ -56,10 +56,11 @@ async def compact_state(
         if not items:
             raise ValueError("input-mode compaction needs the client-held items (items=...)")
         window = [item_to_dict(item) for item in items]
-        response = await client.responses.compact(model=model, input=window)
-    output = [item_to_dict(item) for item in response.output]
+        response = await _compact(client, model=model, input=window)
+    output: list[dict[str, Any]] = list(response.get("output") or [])
+    response_id = response.get("id")
     if tracker is None:
-        return CompactionResult(mode=mode, items=output, response_id=response.id)
+        return CompactionResult(mode=mode, items=output, response_id=response_id)
     if tracker.strategy == "conversation":
         conversation = await client.conversations.create(items=output[:_CHUNK])
         for start in range(_CHUNK, len(output), _CHUNK):
@@ -68,8 +69,17 @@ async def compact_state(
             )
         tracker.restart(output, conversation_id=conversation.id)
         return CompactionResult(
-            mode=mode, items=output, response_id=response.id, conversation_id=conversation.id
+            mode=mode, items=output, response_id=response_id, conversation_id=conversation.id
         )
     # Never both: the old chain is left behind, and the window goes in front of the next turn.
     tracker.restart(output)
-    return CompactionResult(mode=mode, items=output, response_id=response.id)
+    return CompactionResult(mode=mode, items=output, response_id=response_id)
+
+
+async def _compact(client: Any, **params: Any) -> dict[str, Any]:
+    # The server's own JSON: the typed model would re-shape compacted user messages.
+    raw = await client.responses.with_raw_response.compact(**params)
+    data = raw.http_response.json()
+    if not isinstance(data, dict):
+        raise ValueError("/responses/compact returned something other than a JSON object")
+    return data

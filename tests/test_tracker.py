@@ -169,3 +169,40 @@ def test_constructor_rejects_inconsistent_strategy() -> None:
         ServerConversationTracker(strategy="conversation")
     with pytest.raises(ValueError):
         ServerConversationTracker(strategy="previous_response", conversation_id="c")
+
+
+def test_rollback_steps_back_over_unprocessed_responses_and_requeues_their_input() -> None:
+    t = ServerConversationTracker()
+    t.mark_sent([user("go")])
+    t.acknowledge("resp_1", [fcall("call_1", "fc_1")])
+    t.mark_sent([fout("call_1")])
+    t.acknowledge("resp_2", [fcall("call_2", "fc_2")])
+    assert t.has_call_output("call_1")
+    assert t.rollback_to("resp_1") is True
+    assert t.previous_response_id == "resp_1"
+    assert not t.has_call_output("call_1") and not t.has_item_id("fc_2")
+    assert t.pending == [fout("call_1")]
+    # The SDK re-sends its own copy of the output: the pending copy is not sent twice.
+    again = fout("call_1")
+    assert t.reduce([again]) == [again]
+    t.mark_sent([again])
+    assert t.pending == []
+
+
+def test_rollback_beyond_the_journal_changes_nothing() -> None:
+    t = ServerConversationTracker(previous_response_id="resp_0")
+    t.mark_sent([user("a")])
+    t.acknowledge("resp_1", [])
+    before = t.to_dict()
+    assert t.rollback_to("resp_unknown") is False
+    assert t.to_dict() == before
+    assert t.rollback_to("resp_1") is True  # already there
+
+
+def test_journal_survives_serialization() -> None:
+    t = ServerConversationTracker()
+    t.mark_sent([user("go")])
+    t.acknowledge("resp_1", [out_msg("msg_1", "x")])
+    back = ServerConversationTracker.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert back.rollback_to(None) is True
+    assert back.pending == [user("go")] and not back.has_item_id("msg_1")
