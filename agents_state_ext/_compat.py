@@ -19,8 +19,8 @@ __all__ = [
     "inner_openai_client",
     "provider_retries_disabled",
     "repair_turn_count",
-    "run_state_is_chained",
     "run_state_ids",
+    "run_state_is_chained",
     "stored_stream_exception",
     "supports_default_prompt_cache_key",
 ]

@@ -393,3 +393,48 @@ async def test_input_guardrail_trip_drops_the_input_and_restores_the_cursor(
     mock.enqueue(Reply.text("fine"))
     await run_turn(state, agent, "next question", streamed=streamed)
     assert wire(mock.response_requests[-1]) == ("resp_1", None, ["user:next question"])
+
+
+@STREAMED
+async def test_client_mode_with_named_models_matches_state_run_and_blocks_hidden_retries(
+    streamed: bool,
+) -> None:
+    from agents import OpenAIProvider
+
+    async def conversation(direct: bool) -> list[dict[str, Any]]:
+        async with MockResponsesAPI() as api:
+            # The client retries on its own unless told not to: stateful requests must not be.
+            provider = OpenAIProvider(openai_client=api.client(max_retries=2))
+            config = RunConfig(model_provider=provider)
+            state = ConversationState.previous_response(prompt_cache_key="key")
+            agent = Agent(name="named", model="gpt-4.1", tools=[get_weather])
+            api.enqueue(
+                Reply.tool_call("get_weather", {"city": "Oslo"}),
+                Reply.text("cold"),
+                Reply.text("bye"),
+            )
+            for text in ("weather?", "thanks"):
+                if not direct:
+                    await run_turn(state, agent, text, streamed=streamed, run_config=config)
+                elif streamed:
+                    result = Runner.run_streamed(agent, text, run_config=state.run_config(config))
+                    async for _ in result.stream_events():
+                        pass
+                else:
+                    await Runner.run(agent, text, run_config=state.run_config(config))
+            api.inject(Fault.connect_error())
+            with pytest.raises(APIConnectionError):
+                if direct:
+                    await Runner.run(agent, "again", run_config=state.run_config(config))
+                else:
+                    await run_turn(state, agent, "again", streamed=False, run_config=config)
+            return api.response_requests
+
+    via_state, via_runner = await conversation(False), await conversation(True)
+    assert via_state == via_runner
+    assert [b.get("previous_response_id") for b in via_runner] == [
+        None,
+        "resp_1",
+        "resp_2",
+        "resp_3",
+    ]
