@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from agents import Agent
 from agents.result import RunResultBase
 
 from agents_state_ext import ConversationState
+
+STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+"""Every model-call scenario runs both ways and must put the same payloads on the wire."""
 
 
 async def run_turn(

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from agents import Agent, set_tracing_disabled
+from agents import Agent
 from openai import APIConnectionError, InternalServerError
 
 from agents_state_ext import ConversationState
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
-from ._support import run_turn, texts, wire
+from ._support import STREAMED, run_turn, texts, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 def agent_for(mock: MockResponsesAPI) -> Agent[Any]:

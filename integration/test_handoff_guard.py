@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from agents import (
     RunHooks,
     SQLiteSession,
     handoff,
-    set_tracing_disabled,
 )
 from agents.extensions import handoff_filters
 
@@ -26,17 +24,9 @@ from agents_state_ext import (
 )
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
-from ._support import run_turn, wire
+from ._support import STREAMED, run_turn, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 class Recorder(RunHooks[Any]):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,23 +13,14 @@ from agents import (
     RunConfig,
     SQLiteSession,
     function_tool,
-    set_tracing_disabled,
 )
 
 from agents_state_ext import ConversationState, MixedStateOwnerError, validate_run_settings
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
-from ._support import run_turn, wire
+from ._support import STREAMED, run_turn, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 Setup = tuple[ConversationState, Agent[Any], Any, dict[str, Any]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from agents import (
     function_tool,
     handoff,
     input_guardrail,
-    set_tracing_disabled,
 )
 from agents.retry import ModelRetrySettings, retry_policies
 from agents.run_config import CallModelData, ModelInputData
@@ -25,10 +23,8 @@ from openai import APIConnectionError, InternalServerError
 from agents_state_ext import ConversationState, InputFilterError, MixedStateOwnerError
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
-from ._support import run_turn, texts, wire
+from ._support import STREAMED, run_turn, texts, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
 
 
@@ -36,12 +32,6 @@ pytestmark = pytest.mark.anyio
 def get_weather(city: str) -> str:
     """Weather for a city."""
     return f"sunny in {city}"
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 def weather_agent(mock: MockResponsesAPI, **settings: Any) -> Agent[Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,16 +12,13 @@ from agents import (
     OpenAIResponsesModel,
     RunState,
     function_tool,
-    set_tracing_disabled,
 )
 
 from agents_state_ext import ConversationState, StateBlobError
 from agents_state_ext.testing import MockResponsesAPI, Reply, ResponseContext, describe_items
 
-from ._support import run_turn, wire
+from ._support import STREAMED, run_turn, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
 SECRET = "sk-test-DO-NOT-LEAK-9f8e7d"
 
@@ -52,10 +48,9 @@ def scripted(context: ResponseContext) -> Reply:
 
 
 @pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        api.responder = scripted
-        yield api
+def scripted_mock(mock: MockResponsesAPI) -> MockResponsesAPI:
+    mock.responder = scripted
+    return mock
 
 
 def agent_for(mock: MockResponsesAPI) -> Agent[Any]:
@@ -137,7 +132,6 @@ async def test_crash_resume_at_every_cut_point_matches_the_uninterrupted_run(
 async def test_immediate_cancel_dump_load_resume_sends_the_input_once(
     mock: MockResponsesAPI, resume_streamed: bool
 ) -> None:
-    mock.responder = None
     mock.enqueue(Reply.text("hello"), Reply.text("a long story in many words", delay=0.05))
     agent = agent_for(mock)
     state = ConversationState.previous_response()
@@ -165,8 +159,9 @@ async def test_immediate_cancel_dump_load_resume_sends_the_input_once(
 
 @STREAMED
 async def test_resume_after_a_failure_resends_the_unacknowledged_tool_output(
-    mock: MockResponsesAPI, streamed: bool
+    scripted_mock: MockResponsesAPI, streamed: bool
 ) -> None:
+    mock = scripted_mock
     from agents_state_ext.testing import Fault
 
     agent = agent_for(mock)
@@ -197,7 +192,6 @@ BAD_BLOBS = {
 
 @pytest.mark.parametrize("case", list(BAD_BLOBS))
 async def test_bad_envelopes_raise_state_blob_error(mock: MockResponsesAPI, case: str) -> None:
-    mock.responder = None
     mock.enqueue(Reply.text("hi"))
     state = ConversationState.previous_response()
     agent = agent_for(mock)
@@ -224,7 +218,6 @@ async def test_bad_envelopes_raise_state_blob_error(mock: MockResponsesAPI, case
 
 
 async def test_signed_envelopes_reject_tampering(mock: MockResponsesAPI) -> None:
-    mock.responder = None
     mock.enqueue(Reply.text("hi"))
     state = ConversationState.previous_response()
     agent = agent_for(mock)
