@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .attempts import AttemptDiff, AttemptRecord, explain
+from .compaction import CompactionResult
 from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
     AttemptNotFoundError,
@@ -22,7 +23,6 @@ from .errors import (
     TokenizerUnavailableError,
 )
 from .filters import tracked_input_filter
-from .compaction import CompactionResult
 from .graph import ConversationGraph
 from .handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
 from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider
