@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .tracker import item_to_dict
+from ._items import item_to_dict
 
 if TYPE_CHECKING:
     from .state import ConversationState

@@ -21,9 +21,10 @@ from openai.types.responses import (
 )
 
 from . import _compat
+from ._items import item_to_dict
 from .errors import MixedStateOwnerError
 from .reconcile import reconcile_conversation
-from .tracker import ServerConversationTracker, item_to_dict
+from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase

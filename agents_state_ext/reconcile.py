@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tracker import ServerConversationTracker, item_to_dict
+from ._items import item_to_dict
+from .tracker import ServerConversationTracker
 
 __all__ = ["reconcile_conversation"]
 

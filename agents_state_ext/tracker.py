@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ._items import digest as _digest
+from ._items import field as _field
+from ._items import is_tool_output as _is_tool_output
+from ._items import item_to_dict
+from ._items import stable_key as _stable_key
 from .errors import StateBlobError
 
-__all__ = ["ServerConversationTracker", "item_to_dict"]
+__all__ = ["ServerConversationTracker"]
 
 TRACKER_VERSION = 1
 # Changelog of the serialized form (to_dict):
@@ -20,51 +23,6 @@ TRACKER_VERSION = 1
 
 Strategy = Literal["previous_response", "conversation"]
 JOURNAL_LENGTH = 8
-
-
-def item_to_dict(item: Any) -> dict[str, Any]:
-    """A plain JSON-ready dict for an input or output item (dicts are returned as they are)."""
-    if isinstance(item, dict):
-        return item
-    dump = getattr(item, "model_dump", None)
-    if callable(dump):
-        result = dump(exclude_unset=True, mode="json")
-        if isinstance(result, dict):
-            return result
-    if isinstance(item, Mapping):
-        return dict(item)
-    raise TypeError(f"cannot read a conversation item of type {type(item).__name__}")
-
-
-def _field(item: Any, name: str) -> Any:
-    if isinstance(item, Mapping):
-        return item.get(name)
-    return getattr(item, name, None)
-
-
-def _digest(item: Any) -> str:
-    data = dict(item_to_dict(item))
-    # Volatile fields differ between an output item and its replay as input.
-    data.pop("status", None)
-    data.pop("id", None)
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def _stable_key(item: Any) -> str | None:
-    """A key that names the same item across copies: its server id, or a tool output's call."""
-    item_id = _field(item, "id")
-    if isinstance(item_id, str) and item_id:
-        return f"id:{item_id}"
-    call_id = _field(item, "call_id")
-    if isinstance(call_id, str) and _is_tool_output(item):
-        return f"output:{call_id}"
-    return None
-
-
-def _is_tool_output(item: Any) -> bool:
-    kind = _field(item, "type")
-    return isinstance(kind, str) and kind.endswith("_output")
 
 
 class ServerConversationTracker:

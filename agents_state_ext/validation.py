@@ -10,6 +10,7 @@ from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 
 from . import _compat
+from ._items import field, is_tool_output
 from .errors import MixedStateOwnerError
 from .model import TrackedModel
 
@@ -120,17 +121,11 @@ def validate_run_settings(
 
 def _acknowledged(tracker: Any, item: Any) -> bool:
     # Only stable keys: object identity says nothing across runs.
-    item_id = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
+    item_id = field(item, "id")
     if isinstance(item_id, str) and tracker.has_item_id(item_id):
         return True
-    call_id = item.get("call_id") if isinstance(item, dict) else getattr(item, "call_id", None)
-    kind = item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
-    return (
-        isinstance(call_id, str)
-        and isinstance(kind, str)
-        and kind.endswith("_output")
-        and tracker.has_call_output(call_id)
-    )
+    call_id = field(item, "call_id")
+    return isinstance(call_id, str) and is_tool_output(item) and tracker.has_call_output(call_id)
 
 
 def _check_run_state_ids(
