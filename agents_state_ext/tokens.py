@@ -254,6 +254,10 @@ def _parse_ranks(data: bytes, name: str) -> dict[bytes, int]:
 
 ItemTexts = tuple[int, tuple[str, ...]]
 
+# Texts this short (roles, tool names) have their counts memoized, up to _SHORT_MAX of them.
+_SHORT = 24
+_SHORT_MAX = 4096
+
 
 def item_texts(item: Mapping[str, Any]) -> ItemTexts:
     """What one input item is counted as: (framing tokens, texts to encode), per the module rule.
@@ -322,6 +326,7 @@ class TokenCounter:
         self.encoding = load_encoding(encoding)
         self._maxsize = maxsize
         self._cache: dict[str, tuple[tuple[ItemTexts, ...], int]] = {}
+        self._short: dict[str, int] = {}
         self._hits = 0
         self._misses = 0
         self._lock = threading.Lock()
@@ -359,15 +364,26 @@ class TokenCounter:
         """Forget every cached count and reset the hit and miss totals."""
         with self._lock:
             self._cache.clear()
+            self._short.clear()
             self._hits = self._misses = 0
 
     def _encode(self, per_item: Sequence[ItemTexts]) -> int:
         encode = self.encoding.encode_ordinary
+        short = self._short
         total = 0
         for framing, texts in per_item:
             total += framing
             for text in texts:
-                total += len(encode(text))
+                if len(text) > _SHORT:
+                    total += len(encode(text))
+                    continue
+                # Roles and tool names repeat in every message: one dict lookup, not an encode.
+                tokens = short.get(text)
+                if tokens is None:
+                    tokens = len(encode(text))
+                    if len(short) < _SHORT_MAX:
+                        short[text] = tokens
+                total += tokens
         return total
 
     def __repr__(self) -> str:

@@ -1,0 +1,265 @@
+"""What every benchmark shares: seeded synthetic conversations, interleaved timing, tables.
+
+Timings are medians of interleaved repeats (A, B, A, B, ...), so a burst of load on a shared
+machine hits both sides of a pair alike; ratios are taken within one run, never across runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents_state_ext.graph import ConversationGraph
+from agents_state_ext.nodes import Node
+
+__all__ = [
+    "BUDGET",
+    "SENTENCES",
+    "Row",
+    "Section",
+    "Synthetic",
+    "interleaved",
+    "make_graph",
+    "median",
+    "text",
+]
+
+BUDGET = 8_000
+
+SENTENCES = (
+    "Could you summarise the last quarterly report in three bullet points?",
+    "The deployment failed because the migration locked the orders table for too long.",
+    "Je voudrais réserver une table pour quatre personnes demain soir, vers vingt heures.",
+    "Die Lieferung verzögert sich leider um zwei Wochen wegen fehlender Bauteile.",
+    "¿Puedes explicarme la diferencia entre una lista y una tupla en Python?",
+    "请帮我把这段文字翻译成英文，并保持原来的语气。",  # noqa: RUF001 - real Chinese punctuation
+    "東京の天気予報によると、明日は午後から雨が降るそうです。",
+    "Пожалуйста, проверь этот код на ошибки и предложи улучшения.",
+    "هل يمكنك مساعدتي في كتابة رسالة اعتذار للعميل؟",
+    "कृपया इस लेख का सारांश दो वाक्यों में लिखिए।",
+    "다음 주 회의 일정을 정리해서 팀에 공유해 주세요.",
+    "def retry(fn, attempts=3):\n    for i in range(attempts):\n        return fn()",
+    "Great, thanks! 🎉 That fixed it — the tests are green again ✅",
+)
+
+TOOL_EVERY = 4
+"""Every fourth assistant answer calls a tool first (function_call + its output)."""
+CANCEL_RATE = 0.03
+"""About 3% of assistant attempts are stopped mid-stream and keep their partial text."""
+
+
+def text(rng: random.Random) -> str:
+    """One to four multilingual sentences (code and emoji included)."""
+    return " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 4)))
+
+
+@dataclass
+class Synthetic:
+    """A seeded conversation built through ``ConversationGraph``'s own API."""
+
+    graph: ConversationGraph
+    path: list[Node]
+    messages: int
+
+    @property
+    def history_nodes(self) -> list[Node]:
+        """The active path without the system message and the active prompt."""
+        return self.path[1:-1]
+
+
+def make_graph(messages: int, seed: int = 7) -> Synthetic:
+    """A graph whose active path has about ``messages`` nodes and ends with an active prompt.
+
+    User and assistant messages alternate; every ``TOOL_EVERY``-th answer holds a
+    ``function_call`` and its ``function_call_output`` before its final message, and about
+    ``CANCEL_RATE`` of the answers were stopped with partial text.
+    """
+    rng = random.Random(seed)
+    counter = itertools.count(1)
+    graph = ConversationGraph(
+        "conv_bench", id_factory=lambda prefix: f"{prefix}_{next(counter)}", clock=lambda: 0.0
+    )
+    graph.add_system("You are a helpful assistant.")
+    turn = 0
+    while len(graph) < messages - 1:
+        turn += 1
+        graph.add_user(text(rng))
+        attempt = graph.start_attempt()
+        if rng.random() < CANCEL_RATE:
+            graph.stream(attempt.id, text(rng)[:40])
+            graph.stop(attempt.id)
+            continue
+        items: list[dict[str, Any]] = []
+        if turn % TOOL_EVERY == 0:
+            call_id = f"call_{turn}"
+            items += [
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "search_orders",
+                    "arguments": f'{{"query": "order {turn}", "limit": 5}}',
+                },
+                {"type": "function_call_output", "call_id": call_id, "output": text(rng)},
+            ]
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text(rng)}],
+            }
+        )
+        graph.complete(attempt.id, items=items)
+    graph.add_user(text(rng))
+    graph.take_changes()
+    path = graph.active_path()
+    return Synthetic(graph=graph, path=path, messages=len(path))
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples) if samples else float("nan")
+
+
+def interleaved(
+    cases: Mapping[str, Callable[[], object]], repeats: int, *, warmup: int = 1
+) -> dict[str, float]:
+    """Median seconds per call of each case, the cases run in turn ``repeats`` times."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(warmup):
+        for run in cases.values():
+            run()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for name, run in cases.items():
+                start = time.perf_counter()
+                run()
+                samples[name].append(time.perf_counter() - start)
+            gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {name: median(values) for name, values in samples.items()}
+
+
+def loop_time(run: Callable[[], object], calls: int) -> float:
+    """Seconds per call over ``calls`` back-to-back calls (for sub-microsecond work)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - start) / calls
+
+
+@dataclass
+class Row:
+    """One line of a result table: a case, its measurements and how it compares."""
+
+    case: str
+    ours: float | None
+    theirs: float | None
+    unit: str
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        """theirs / ours: above 1 means ours is faster."""
+        if self.ours is None or self.theirs is None or self.ours == 0:
+            return None
+        return self.theirs / self.ours
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "ours": self.ours,
+            "theirs": self.theirs,
+            "unit": self.unit,
+            "theirs_over_ours": self.ratio,
+            "note": self.note,
+            **self.extra,
+        }
+
+
+@dataclass
+class Section:
+    """One benchmark pair's rows, the name of each side, and checks that must hold."""
+
+    title: str
+    ours_label: str
+    theirs_label: str
+    rows: list[Row] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def target(self, name: str, met: bool, measured: str) -> None:
+        self.targets.append({"target": name, "met": met, "measured": measured})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "ours": self.ours_label,
+            "theirs": self.theirs_label,
+            "rows": [row.to_json() for row in self.rows],
+            "checks": self.checks,
+            "targets": self.targets,
+            "notes": self.notes,
+            "details": self.details,
+        }
+
+    def render(self) -> str:
+        head = ("case", self.ours_label, self.theirs_label, f"{self.theirs_label} / ours", "note")
+        body = [
+            (row.case, _fmt(row.ours, row.unit), _fmt(row.theirs, row.unit), _ratio(row), row.note)
+            for row in self.rows
+        ]
+        widths = [max(len(str(r[i])) for r in (head, *body)) for i in range(len(head))]
+        lines = [f"## {self.title}", ""]
+        lines.append(
+            "| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"
+        )
+        lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        for r in body:
+            cells = [str(c).ljust(w) for c, w in zip(r, widths, strict=True)]
+            lines.append("| " + " | ".join(cells) + " |")
+        for check in self.checks:
+            lines.append(f"- check: {check}")
+        for note in self.notes:
+            lines.append(f"- {note}")
+        for t in self.targets:
+            lines.append(
+                f"- target {'MET   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}"
+            )
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "s":
+        return fmt_seconds(value)
+    if unit == "bytes":
+        return f"{value / 1024:,.0f} KiB"
+    return f"{value:,.4g} {unit}".strip()
+
+
+def fmt_seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} µs"
+
+
+def _ratio(row: Row) -> str:
+    ratio = row.ratio
+    if ratio is None:
+        return "—"
+    return f"{ratio:.2f}x" if ratio < 100 else f"{ratio:,.0f}x"

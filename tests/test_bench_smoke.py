@@ -1,0 +1,58 @@
+"""Smoke test of the benchmarks: every pair runs on tiny sizes and both sides give results.
+
+No timing is asserted: only that each side produced a result, within budget where there is one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langchain_core", reason="bench extra not installed")
+
+from bench import __main__ as bench_main
+from bench import bench_context, bench_store, bench_tracker, bench_wrapper
+
+
+def _measured(section: bench_main.Section) -> None:
+    assert section.rows
+    for row in section.rows:
+        assert row.ours is not None and row.ours > 0, row
+        assert row.theirs is not None and row.theirs > 0, row
+
+
+def test_context_pair_selects_within_budget() -> None:
+    section = bench_context.run(quick=True, sizes=(120,))
+    _measured(section)
+    details = section.details["120"]
+    assert details["ours_within_budget"] and details["theirs_within_budget"]
+    assert details["ours_turns"] > 0 and details["theirs_turns"] > 0
+    assert details["trim_split_tool_pairs"] == 0
+
+
+def test_tracker_pair_sends_the_same_items() -> None:
+    section = bench_tracker.run(quick=True, checkpoints=(10, 20))
+    _measured(section)
+    assert section.details["same_sent_lists"]
+
+
+def test_wrapper_pair_runs_both_sides() -> None:
+    section = bench_wrapper.run(quick=True, lengths=(2,))
+    _measured(section)
+    assert not [c for c in section.checks if "expected" in c or "re-sent" in c]
+
+
+def test_store_pair_returns_the_whole_history() -> None:
+    section = bench_store.run(quick=True, sizes=(60,))
+    _measured(section)
+    assert section.details["60"]["same_history"]
+
+
+def test_entry_point_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "latest.json"
+    assert bench_main.main(["--quick", "--only", "tracker", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["quick"] and "tracker" in report["sections"]
+    assert report["machine"]["cores"]
