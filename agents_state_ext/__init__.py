@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from .attempts import AttemptDiff, AttemptRecord, explain
+from .chat import Attempt, Conversation, GraphSession, open_conversation
 from .compaction import CompactionResult
 from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     ContextOverflowError,
+    ConversationForkError,
     ConversationNotFoundError,
     GraphError,
     HandoffFilterError,
@@ -34,6 +36,7 @@ from .tracker import ServerConversationTracker
 from .validation import validate_run_settings
 
 __all__ = [
+    "Attempt",
     "AttemptDiff",
     "AttemptNotFoundError",
     "AttemptRecord",
@@ -42,12 +45,15 @@ __all__ = [
     "ContextIndex",
     "ContextOverflowError",
     "ContextSelection",
+    "Conversation",
+    "ConversationForkError",
     "ConversationGraph",
     "ConversationInfo",
     "ConversationNotFoundError",
     "ConversationState",
     "ConversationStore",
     "GraphError",
+    "GraphSession",
     "HandoffDowngrade",
     "HandoffFilterError",
     "InMemoryStore",
@@ -74,6 +80,7 @@ __all__ = [
     "explain",
     "guard_handoffs",
     "load_encoding",
+    "open_conversation",
     "select_context",
     "tracked_input_filter",
     "validate_run_settings",

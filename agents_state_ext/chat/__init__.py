@@ -1,0 +1,10 @@
+"""The chat-level API: a conversation graph in a store, answered under one strategy."""
+
+from __future__ import annotations
+
+from .attempt import Attempt
+from .conversation import Conversation
+from .opening import STRATEGIES, open_conversation
+from .session import GraphSession
+
+__all__ = ["STRATEGIES", "Attempt", "Conversation", "GraphSession", "open_conversation"]

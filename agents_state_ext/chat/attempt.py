@@ -1,0 +1,181 @@
+"""``Attempt``: one assistant attempt of a chat, running as a task, streamed or not, stoppable."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent
+from agents.result import RunResultBase, RunResultStreaming
+from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
+
+from ..attempts import AttemptRecord
+from ..nodes import Node, NodeStatus
+from ..state import ConversationState
+from .plan import Plan
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
+
+__all__ = ["Attempt"]
+
+
+class Attempt:
+    """An assistant attempt in flight or finished; ``await attempt`` waits for it to end.
+
+    ``Conversation.send`` / ``retry`` / ``edit`` make one and start it in the running loop.
+
+    ``async for delta in attempt`` yields the answer's text as it arrives (one piece at the
+    end when not streamed). :meth:`stop` cancels it; the text received so far is stored with
+    status ``cancelled``. Awaiting a failed attempt raises its error, after it was stored as
+    ``failed``; awaiting a stopped one returns normally.
+    """
+
+    def __init__(
+        self,
+        chat: Conversation,
+        node: Node,
+        plan: Plan,
+        record: AttemptRecord,
+        *,
+        agent: Agent[Any],
+        stream: bool,
+    ) -> None:
+        self._chat = chat
+        self.node = node
+        self.plan = plan
+        self.record = record
+        self.agent = agent
+        self.stream = stream
+        self.error: BaseException | None = None
+        self._deltas: asyncio.Queue[str | None] = asyncio.Queue()
+        self._stopping = False
+        self._result: RunResultBase | None = None
+        self._created_id: str | None = None
+        self._call: asyncio.Task[RunResultBase] | None = None
+        self._task = asyncio.get_running_loop().create_task(self._drive())
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The graph node id of this attempt's assistant message."""
+        return self.node.id
+
+    @property
+    def attempt_id(self) -> str:
+        """The attempt id (also the key of its :class:`AttemptRecord`)."""
+        return str(self.node.attempt_id)
+
+    @property
+    def user_id(self) -> str:
+        """The user message this attempt answers."""
+        return str(self.node.parent_id)
+
+    @property
+    def status(self) -> NodeStatus:
+        """``queued``, ``streaming``, ``complete``, ``cancelled``, ``failed`` (or ``invalid``)."""
+        return self.node.status
+
+    @property
+    def text(self) -> str:
+        """The answer's text so far."""
+        return self.node.text()
+
+    @property
+    def done(self) -> bool:
+        """Whether the attempt has ended and been stored."""
+        return self._task.done()
+
+    # -- waiting, streaming, stopping --------------------------------------------------------
+
+    async def wait(self) -> Attempt:
+        """Wait until the attempt has ended; re-raise its error if it failed."""
+        await asyncio.shield(self._task)
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def __await__(self) -> Generator[Any, None, Attempt]:
+        return self.wait().__await__()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while True:
+            delta = await self._deltas.get()
+            if delta is None:
+                return
+            yield delta
+
+    async def stop(self) -> Attempt:
+        """Cancel the attempt and wait until its partial answer is stored as ``cancelled``."""
+        if not self._task.done():
+            self._stopping = True
+            if self._call is None:
+                self._task.cancel()
+            else:
+                self._cancel_call()
+            await asyncio.wait([self._task])
+        return self
+
+    def _cancel_call(self) -> None:
+        if isinstance(self._result, RunResultStreaming) and not self._result.is_complete:
+            self._result.cancel()
+        if self._call is not None:
+            self._call.cancel()
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        chat = self._chat
+        try:
+            state, input = await chat._prepare(self)
+            self._call = asyncio.get_running_loop().create_task(self._run(state, input))
+            result = await self._call
+            chat._complete(self, result, state)
+        except asyncio.CancelledError:
+            await self._settle_cancel()
+            if not self._stopping:
+                raise
+        except Exception as exc:
+            self.error = exc
+            chat._fail(self, exc)
+        finally:
+            chat._released(self)
+            if self.error is None and not self.stream and self.status == "complete":
+                self._deltas.put_nowait(self.text)
+            self._deltas.put_nowait(None)
+
+    async def _settle_cancel(self) -> None:
+        self._cancel_call()
+        result = self._result
+        if isinstance(result, RunResultStreaming) and result.run_loop_task is not None:
+            # Let the SDK run loop unwind, so the ledger has rewound before we record.
+            await asyncio.wait([result.run_loop_task])
+        if self._call is not None and not self._call.done():
+            await asyncio.wait([self._call])
+        self._chat._cancelled(self, self._created_id)
+
+    async def _run(self, state: ConversationState, input: list[dict[str, Any]]) -> RunResultBase:
+        kwargs = self._chat.runner_kwargs
+        if not self.stream:
+            result: RunResultBase = await state.run(self.agent, input, **kwargs)
+            self._result = result
+            return result
+        streamed = state.run_streamed(self.agent, input, **kwargs)
+        self._result = streamed
+        async for event in streamed.stream_events():
+            if event.type != "raw_response_event":
+                continue
+            data = event.data
+            if isinstance(data, ResponseCreatedEvent):
+                self._created_id = data.response.id
+            elif isinstance(data, ResponseTextDeltaEvent) and data.delta:
+                self._chat.graph.stream(self.node.id, data.delta)
+                self._deltas.put_nowait(data.delta)
+        if self._stopping:
+            raise asyncio.CancelledError
+        return streamed
+
+    def __repr__(self) -> str:
+        return f"Attempt(id={self.id!r}, status={self.status!r}, text={self.text[:30]!r})"

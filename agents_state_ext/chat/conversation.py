@@ -1,0 +1,373 @@
+"""``Conversation``: the chat-level API an app server uses — send, stop, retry, edit, switch.
+
+It joins a :class:`~agents_state_ext.ConversationGraph` (what was said, on which branch), a
+:class:`~agents_state_ext.ConversationStore` (where it is kept; every change is committed with
+a compare-and-set on the branch head) and, per attempt, a
+:class:`~agents_state_ext.ConversationState` of the chat's strategy (who owns what is sent).
+Every attempt writes its :class:`~agents_state_ext.AttemptRecord` when it starts and ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents import Agent
+from agents.models import get_default_model
+from agents.result import RunResultBase
+
+from .. import _compat
+from ..attempts import AttemptDiff, AttemptRecord, explain
+from ..context import ContextIndex
+from ..errors import AttemptNotFoundError, InvalidTransitionError
+from ..graph import ConversationGraph
+from ..nodes import Node
+from ..state import ConversationState, StrategyName
+from ..stores import ConversationStore
+from ..tokens import MessageCounter, TokenCounter
+from .attempt import Attempt
+from .forks import ServerConversations, place
+from .plan import nearest_complete_assistant, plan_request
+from .session import GraphSession
+
+__all__ = ["Conversation", "check_budget", "model_name"]
+
+
+def check_budget(budget: object) -> int | None:
+    """``budget`` if it is ``None`` or a positive int, else ``ValueError``."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise ValueError(f"the token budget must be a positive integer, got {budget!r}")
+    return budget
+
+
+def model_name(agent: Agent[Any] | None) -> str:
+    """The model name an agent runs on (its ``Model``'s name, or the SDK default)."""
+    model = agent.model if agent is not None else None
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "model", None)
+    return str(name) if isinstance(name, str) else get_default_model()
+
+
+def _sampling(agent: Agent[Any]) -> dict[str, Any]:
+    settings = agent.model_settings.to_json_dict()
+    return {k: v for k, v in settings.items() if isinstance(v, (int, float, str, bool))}
+
+
+class Conversation:
+    """One chat in a store, under one strategy; build it with :func:`open_conversation`.
+
+    Actions start an :class:`Attempt` running in the current event loop and return it at
+    once; one attempt runs at a time. ``budget`` (tokens, ``None``: unbounded) bounds what
+    each request sends; it can be changed between attempts.
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        graph: ConversationGraph,
+        *,
+        strategy: StrategyName,
+        agent: Agent[Any] | None,
+        budget: int | None,
+        counter: MessageCounter | None,
+        client: Any | None,
+        prompt_version: str | None,
+        fork: bool,
+        runner_kwargs: Mapping[str, Any] | None,
+        meta: Mapping[str, Any],
+    ) -> None:
+        self.store = store
+        self.graph = graph
+        self.id = graph.conversation_id
+        self.strategy: StrategyName = strategy
+        self.agent = agent
+        self.counter: MessageCounter = counter or TokenCounter(model_name(agent))
+        self.client = client
+        self.prompt_version = prompt_version
+        self.fork = fork
+        self.runner_kwargs = dict(runner_kwargs or {})
+        self._budget = check_budget(budget)
+        self._index = ContextIndex()
+        self._head = graph.active_leaf
+        self._in_flight: Attempt | None = None
+        self._session = GraphSession(self)
+        self._servers = ServerConversations.from_dict(meta.get("server_conversations"))
+        self._cache_key = str(meta.get("prompt_cache_key") or f"agents-state-ext:{self.id}")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def budget(self) -> int | None:
+        """The token budget of each request; setting it checks and stores it."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, value: int | None) -> None:
+        self._budget = check_budget(value)
+        self.store.update_conversation_meta(self.id, {"budget": self._budget})
+
+    @property
+    def in_flight(self) -> Attempt | None:
+        """The attempt still running, if any."""
+        return self._in_flight
+
+    def active_path(self) -> list[Node]:
+        """The active branch, root first."""
+        return self.graph.active_path()
+
+    def node(self, node_id: str) -> Node:
+        """One message (``NodeNotFoundError`` if unknown)."""
+        return self.graph.get(node_id)
+
+    def siblings(self, node_id: str) -> list[Node]:
+        """The alternatives to a message: earlier attempts, or earlier versions of an edit."""
+        return self.graph.siblings(node_id)
+
+    def branches(self) -> list[str]:
+        """The leaf id of every branch, oldest first."""
+        return self.graph.branches()
+
+    def attempts(self, message_id: str | None = None) -> list[AttemptRecord]:
+        """The attempt records, in start order (only that assistant message's if given)."""
+        return self.store.list_attempts(self.id, message_id=message_id)
+
+    def record(self, ref: str) -> AttemptRecord:
+        """The record of an attempt, by attempt id or by its assistant message's id."""
+        try:
+            return self.store.get_attempt(self.id, ref)
+        except AttemptNotFoundError:
+            node = self.graph.get(ref)
+            if node.attempt_id is None:
+                raise AttemptNotFoundError(
+                    f"{ref} is a {node.role} message, not an attempt"
+                ) from None
+            return self.store.get_attempt(self.id, node.attempt_id)
+
+    def explain(self, a: str, b: str) -> AttemptDiff:
+        """What differed in what two attempts were sent (attempt or message ids)."""
+        return explain(self.record(a), self.record(b))
+
+    @property
+    def cursor(self) -> str | None:
+        """The server cursor the next attempt on the active branch continues from.
+
+        previous_response: the response id of the nearest complete assistant message on the
+        branch. conversation: the server conversation holding exactly this branch, or ``None``
+        when the next attempt forks a new one. ``None`` for replay and session.
+        """
+        anchor = nearest_complete_assistant(self.graph.active_path())
+        if self.strategy == "previous_response":
+            return None if anchor is None else anchor.meta.get("response_id")
+        if self.strategy == "conversation":
+            tip = anchor.id if anchor is not None else None
+            server = (
+                self._servers.root if anchor is None else anchor.meta.get("server_conversation")
+            )
+            known = self._servers.known.get(server) if isinstance(server, str) else None
+            return server if known is not None and known.get("tip") == tip else None
+        return None
+
+    def session(self) -> GraphSession:
+        """An SDK ``Session`` following this chat's active branch (for ``Runner`` yourself)."""
+        return self._session
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def send(self, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False) -> Attempt:
+        """Add a user message on the active branch and start answering it."""
+        self._check_idle("send")
+        self.graph.add_user(content)
+        return self._start(self.graph.start_attempt(), stream)
+
+    def retry(self, user_id: str | None = None, *, stream: bool = False) -> Attempt:
+        """Answer a user message again (default: the active turn's); earlier attempts stay."""
+        self._check_idle("retry")
+        return self._start(self.graph.retry(user_id), stream)
+
+    def edit(
+        self, user_id: str, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False
+    ) -> Attempt:
+        """Replace a user message by a new version on a new branch, and answer it.
+
+        Everything under the old version turns ``invalid`` and is never sent on this branch.
+        """
+        self._check_idle("edit")
+        self.graph.edit(user_id, content)
+        return self._start(self.graph.start_attempt(), stream)
+
+    def switch(self, node_id: str) -> Node:
+        """Make ``node_id`` the active leaf (any message); nothing else changes."""
+        node = self.graph.switch(node_id)
+        self._commit()
+        return node
+
+    async def stop(self) -> Attempt | None:
+        """Stop the attempt in flight, if any; its partial answer is stored as ``cancelled``."""
+        attempt = self._in_flight
+        return await attempt.stop() if attempt is not None else None
+
+    # -- attempt lifecycle (called by Attempt) -----------------------------------------------
+
+    def _check_idle(self, action: str) -> None:
+        asyncio.get_running_loop()  # before any change: an attempt runs as a task of this loop
+        if self.agent is None:
+            raise ValueError(f"cannot {action}: this conversation was opened without an agent")
+        if self._in_flight is not None:
+            raise InvalidTransitionError(
+                f"cannot {action}: attempt {self._in_flight.id} is still running; stop it first"
+            )
+
+    def _start(self, node: Node, stream: bool) -> Attempt:
+        assert self.agent is not None
+        user = self.graph.get(str(node.parent_id))
+        path = self.graph.path_to(user.id)
+        plan = plan_request(
+            self.strategy, path, budget=self._budget, counter=self.counter, index=self._index
+        )
+        record = AttemptRecord(
+            message_id=node.id,
+            attempt_id=str(node.attempt_id),
+            parent_user_id=user.id,
+            request_id=node.request_id,
+            model=model_name(self.agent),
+            prompt_version=self.prompt_version,
+            sampling=_sampling(self.agent),
+            included={n.id: plan.tokens[n.id] for n in plan.nodes},
+            budget=plan.budget,
+            used=plan.used,
+            overflow=plan.overflow,
+            state_owner=self.strategy,
+            cursor_before=plan.cursor_before,
+            started_at=time.time(),
+        )
+        try:
+            plan.ensure_sendable()
+        except Exception as exc:
+            record.cursor_after = record.cursor_before
+            self.graph.fail(node.id, str(exc))
+            self._write(record, "failed", error=str(exc))
+            raise
+        self._write(record, "queued")
+        attempt = Attempt(self, node, plan, record, agent=self.agent, stream=stream)
+        self._in_flight = attempt
+        return attempt
+
+    async def _prepare(self, attempt: Attempt) -> tuple[ConversationState, list[dict[str, Any]]]:
+        plan, node = attempt.plan, attempt.node
+        if self.strategy == "replay":
+            return ConversationState.replay(), plan.input
+        if self.strategy == "session":
+            self._session._bind(node.id, plan.history)
+            return ConversationState.session(self._session), plan.input
+        if self.strategy == "previous_response":
+            state = ConversationState.previous_response(
+                plan.cursor_before, prompt_cache_key=self._cache_key
+            )
+            return state, plan.input
+        client = self.client or _compat.inner_openai_client(getattr(attempt.agent, "model", None))
+        placed = await place(plan, self._servers, client, fork=self.fork)
+        known = self._servers.known[placed.conversation_id]
+        sent = plan.nodes
+        if placed.created or known.get("system") or plan.anchor is not None:
+            sent = [self.graph.get(attempt.user_id)]
+        included = {n.id: self.counter.count(n.id, n.items) for n in [*placed.seeded, *sent]}
+        record = attempt.record
+        record.included, record.used = included, sum(included.values())
+        record.cursor_before = placed.conversation_id
+        node.meta["server_conversation"] = placed.conversation_id
+        if placed.created:
+            node.meta["seeded"] = [n.id for n in placed.seeded]
+            node.meta["forked_from"] = placed.forked_from
+        self._save_servers()
+        self._write(record, "queued")
+        state = ConversationState.conversation(
+            placed.conversation_id, client=client, prompt_cache_key=self._cache_key
+        )
+        return state, [item for n in sent for item in n.items]
+
+    def _complete(self, attempt: Attempt, result: RunResultBase, state: ConversationState) -> None:
+        items = [dict(item.to_input_item()) for item in result.new_items]
+        tracker = state.tracker
+        response_id = result.last_response_id
+        if tracker is not None and tracker.previous_response_id is not None:
+            response_id = tracker.previous_response_id
+        usage = result.context_wrapper.usage
+        usage_dict = {
+            "requests": usage.requests,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+        }
+        meta: dict[str, Any] = {"response_id": response_id, "usage": usage_dict}
+        self.graph.complete(attempt.id, items=items or None, meta=meta)
+        record = attempt.record
+        record.response_id, record.usage = response_id, usage_dict
+        if self.strategy == "previous_response":
+            record.cursor_after = response_id
+        elif self.strategy == "conversation" and tracker is not None:
+            record.cursor_after = tracker.conversation_id
+            conversation = str(tracker.conversation_id)
+            self._servers.completed(conversation, attempt.id, tracker.last_item_id)
+            self._save_servers()
+        self._write(record, "complete")
+
+    def _fail(self, attempt: Attempt, error: BaseException) -> None:
+        message = f"{type(error).__name__}: {error}"
+        if attempt.node.status in ("queued", "streaming"):
+            self.graph.fail(attempt.id, message)
+        self._interrupted(attempt)
+        self._write(attempt.record, "failed", error=message)
+
+    def _cancelled(self, attempt: Attempt, response_id: str | None) -> None:
+        if attempt.node.status in ("queued", "streaming"):
+            self.graph.stop(attempt.id)
+        self._interrupted(attempt)
+        attempt.record.response_id = response_id
+        self._write(attempt.record, "cancelled")
+
+    def _interrupted(self, attempt: Attempt) -> None:
+        attempt.record.cursor_after = attempt.record.cursor_before
+        server = attempt.node.meta.get("server_conversation")
+        if isinstance(server, str):
+            self._servers.interrupted(server)
+            self._save_servers()
+
+    def _released(self, attempt: Attempt) -> None:
+        if self._in_flight is attempt:
+            self._in_flight = None
+        self._session._unbind()
+
+    def _driving(self, node_id: str) -> bool:
+        """Whether ``node_id`` is the attempt this chat is running (the session defers to it)."""
+        return self._in_flight is not None and self._in_flight.id == node_id
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _write(self, record: AttemptRecord, status: str, *, error: str | None = None) -> None:
+        record.status = status
+        if error is not None:
+            record.error = error
+        if status not in ("queued", "streaming"):
+            record.finished_at = time.time()
+        self._commit()
+        self.store.put_attempt(self.id, record)
+
+    def _commit(self) -> None:
+        new_head = self.graph.active_leaf
+        self.store.commit(
+            self.id, self.graph.take_changes(), expected_head=self._head, new_head=new_head
+        )
+        self._head = new_head
+
+    def _save_servers(self) -> None:
+        self.store.update_conversation_meta(
+            self.id, {"server_conversations": self._servers.to_dict()}
+        )
+
+    def __repr__(self) -> str:
+        return f"Conversation(id={self.id!r}, strategy={self.strategy!r}, nodes={len(self.graph)})"

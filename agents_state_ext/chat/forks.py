@@ -1,0 +1,171 @@
+"""Which server conversation holds which branch, for chats under the conversation strategy.
+
+A server conversation is linear: it can take a new turn only when it holds exactly the branch
+so far. Each known server conversation records its ``tip`` (the graph node whose completion it
+last took), the id of its newest item, and whether an attempt on it was cancelled or failed
+since (``dirty``: the server may have kept part of it). A new attempt reuses the conversation
+of its nearest complete assistant ancestor when that conversation's tip is that node and it is
+clean — or, when dirty, its newest item is still the one recorded (evidence, not a guess).
+Otherwise the branch forks into a new server conversation seeded with the budgeted history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConversationForkError
+from ..nodes import Node
+from .plan import Plan
+
+__all__ = ["Placement", "ServerConversations", "place", "seed_items"]
+
+_MAX_ITEMS_PER_CALL = 20  # the Conversations API takes at most 20 items per call
+
+
+@dataclass
+class ServerConversations:
+    """The server conversations of one chat, kept in the store's conversation metadata."""
+
+    root: str | None = None
+    known: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for ``ConversationStore.update_conversation_meta``."""
+        return {"root": self.root, "known": {k: dict(v) for k, v in self.known.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ServerConversations:
+        """Rebuild from :meth:`to_dict` (``None`` or junk: an empty registry)."""
+        if not isinstance(data, dict):
+            return cls()
+        known = data.get("known")
+        return cls(root=data.get("root"), known=dict(known) if isinstance(known, dict) else {})
+
+    def add(
+        self,
+        conversation_id: str,
+        *,
+        tip: str | None,
+        last_item_id: str | None,
+        system: bool = True,
+    ) -> None:
+        """Register a server conversation holding the branch up to ``tip``.
+
+        ``system``: whether it already holds the chat's system messages (a conversation the
+        caller brought starts without them; one this module creates is seeded with them).
+        """
+        self.known[conversation_id] = {
+            "tip": tip,
+            "last_item_id": last_item_id,
+            "dirty": False,
+            "system": system,
+        }
+
+    def completed(self, conversation_id: str, node_id: str, last_item_id: str | None) -> None:
+        """An attempt on the conversation completed: its node is the new tip."""
+        self.add(conversation_id, tip=node_id, last_item_id=last_item_id)
+
+    def interrupted(self, conversation_id: str) -> None:
+        """An attempt on the conversation was cancelled or failed after it may have been sent."""
+        if conversation_id in self.known:
+            self.known[conversation_id]["dirty"] = True
+
+
+@dataclass
+class Placement:
+    """Where an attempt goes: the server conversation, and the nodes a new one was seeded with."""
+
+    conversation_id: str
+    seeded: list[Node]
+    forked_from: str | None
+    created: bool
+
+
+async def place(plan: Plan, registry: ServerConversations, client: Any, *, fork: bool) -> Placement:
+    """The server conversation for ``plan``'s attempt, creating (forking) one if needed.
+
+    Raises :class:`ConversationForkError` before anything is sent when a fork is needed but
+    ``fork`` is off, no client is available, or the history cannot be copied.
+    """
+    anchor = plan.anchor
+    tip = anchor.id if anchor is not None else None
+    candidate = anchor.meta.get("server_conversation") if anchor is not None else registry.root
+    if isinstance(candidate, str) and candidate in registry.known:
+        info = registry.known[candidate]
+        if info.get("tip") == tip and (
+            not info.get("dirty")
+            or await _newest_item_id(client, candidate) == info["last_item_id"]
+        ):
+            return Placement(candidate, [], None, created=False)
+    if candidate is not None and not fork:
+        raise ConversationForkError(
+            f"server conversation {candidate} does not hold exactly this branch (a retry, edit, "
+            "switch or interrupted attempt diverged from it) and forking is off; open the chat "
+            "with fork=True to continue the branch on a new server conversation"
+        )
+    items = seed_items(plan.seed)
+    if client is None:
+        raise ConversationForkError(
+            "starting a server conversation needs an AsyncOpenAI client: pass client= to "
+            "open_conversation, or give the agent an OpenAIResponsesModel"
+        )
+    created = await client.conversations.create(items=items[:_MAX_ITEMS_PER_CALL])
+    for start in range(_MAX_ITEMS_PER_CALL, len(items), _MAX_ITEMS_PER_CALL):
+        chunk = items[start : start + _MAX_ITEMS_PER_CALL]
+        await client.conversations.items.create(created.id, items=chunk)
+    last = await _newest_item_id(client, created.id) if items else None
+    registry.add(created.id, tip=tip, last_item_id=last)
+    if registry.root is None:
+        registry.root = created.id
+    forked_from = candidate if isinstance(candidate, str) else None
+    return Placement(created.id, list(plan.seed), forked_from, created=True)
+
+
+async def _newest_item_id(client: Any, conversation_id: str) -> str | None:
+    if client is None:
+        raise ConversationForkError(
+            f"checking server conversation {conversation_id} needs an AsyncOpenAI client: "
+            "pass client= to open_conversation"
+        )
+    page = await client.conversations.items.list(conversation_id, order="desc", limit=1)
+    return str(page.data[0].id) if page.data else None
+
+
+def seed_items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
+    """The nodes' items as new conversation items: server ids dropped, messages as plain text.
+
+    Item ids belong to the conversation they were written to, so copies carry none; tool calls
+    keep their ``call_id`` so outputs still pair. Anything else (reasoning, built-in tool
+    calls) cannot be recreated faithfully and raises :class:`ConversationForkError`.
+    """
+    out: list[dict[str, Any]] = []
+    for node in nodes:
+        for item in node.items:
+            kind = item.get("type", "message" if "role" in item else None)
+            if kind == "message":
+                role = item.get("role")
+                content = item.get("content")
+                if role == "assistant":
+                    content = _text(content)
+                out.append({"type": "message", "role": role, "content": content})
+            elif kind == "function_call":
+                keys = ("call_id", "name", "arguments")
+                out.append({"type": kind, **{k: item[k] for k in keys if k in item}})
+            elif kind == "function_call_output":
+                out.append({"type": kind, "call_id": item.get("call_id"), "output": item["output"]})
+            else:
+                raise ConversationForkError(
+                    f"message {node.id} holds a {kind!r} item, which cannot be copied into a new "
+                    "server conversation; this branch cannot be forked"
+                )
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""

@@ -1,0 +1,163 @@
+"""How the CLI shows graphs, attempt records and requests (rich), and resolves typed ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from ..attempts import AttemptRecord
+from ..errors import NodeNotFoundError
+from ..graph import ConversationGraph
+from ..nodes import Node
+
+__all__ = [
+    "attempt_line",
+    "attempts_table",
+    "graph_tree",
+    "make_console",
+    "resolve",
+    "short",
+    "wire_line",
+]
+
+_STATUS_STYLE = {
+    "complete": "green",
+    "cancelled": "yellow",
+    "failed": "red",
+    "invalid": "dim",
+    "queued": "cyan",
+    "streaming": "cyan",
+}
+
+
+def make_console() -> Console:
+    """A console for the CLI: 120 columns when output is not a terminal, no auto-highlighting."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=120)
+    return console
+
+
+def short(node_id: str | None) -> str:
+    """A readable prefix of a generated id (``msg_1a2b3c4d``); short ids stay whole."""
+    if node_id is None:
+        return "-"
+    return node_id if len(node_id) <= 12 else node_id[:12]
+
+
+def resolve(ids: Iterable[str], ref: str, what: str = "node") -> str:
+    """The one id that is ``ref`` or starts with it; ``NodeNotFoundError`` otherwise."""
+    ids = list(ids)
+    if ref in ids:
+        return ref
+    matches = [i for i in ids if i.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    reason = "is ambiguous" if matches else "matches nothing"
+    raise NodeNotFoundError(f"{what} id {ref!r} {reason}")
+
+
+def _clip(text: str, width: int = 48) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _label(node: Node, active: set[str]) -> str:
+    style = _STATUS_STYLE.get(node.status, "")
+    marker = "[bold]*[/bold]" if node.id in active else " "
+    text = escape(_clip(node.text() or _tools(node)))
+    extra = ""
+    if node.meta.get("edit_of"):
+        extra = f" [dim](edit of {short(node.meta['edit_of'])})[/dim]"
+    response = node.meta.get("response_id")
+    server = node.meta.get("server_conversation")
+    if node.role == "assistant" and (response or server):
+        extra += f" [dim]{escape(str(server or ''))} {escape(str(response or ''))}[/dim]"
+    return (
+        f"{marker}{short(node.id)} {node.role:<9} [{style}]{node.status:<9}[/{style}] "
+        f"{text!s}{extra}"
+    )
+
+
+def _tools(node: Node) -> str:
+    kinds = [str(i.get("type")) for i in node.items if i.get("type") != "message"]
+    return ", ".join(kinds)
+
+
+def graph_tree(graph: ConversationGraph, title: str) -> Tree:
+    """The graph as a tree (``*`` marks the active branch), statuses coloured."""
+    active = {n.id for n in graph.active_path()}
+    tree = Tree(title)
+    stack: list[tuple[Tree, Node]] = []
+    roots = [n for n in graph.nodes() if n.parent_id is None]
+    stack.extend((tree, n) for n in reversed(roots))
+    while stack:
+        parent, node = stack.pop()
+        branch = parent.add(_label(node, active))
+        stack.extend((branch, c) for c in reversed(graph.children(node.id)))
+    return tree
+
+
+def attempts_table(records: Sequence[AttemptRecord], title: str | None = None) -> Table:
+    """Attempt records as a table: what each was sent and what came back."""
+    table = Table(title=title, show_lines=False, pad_edge=False)
+    for column in ("attempt", "message", "status", "owner", "budget"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("cursor before → after", no_wrap=True)
+    table.add_column("response", no_wrap=True)
+    table.add_column("sent: message:tokens = used")
+    for r in records:
+        sent = " ".join(f"{short(i)}:{n}" for i, n in r.included.items())
+        style = _STATUS_STYLE.get(r.status, "")
+        budget = "∞" if r.budget is None else str(r.budget)
+        if r.overflow:
+            budget += " [red]overflow[/red]"
+        table.add_row(
+            short(r.attempt_id),
+            short(r.message_id),
+            f"[{style}]{r.status}[/{style}]",
+            r.state_owner or "-",
+            budget,
+            f"{r.cursor_before or '-'} → {r.cursor_after or '-'}",
+            r.response_id or "-",
+            escape(f"{sent} = {r.used}"),
+        )
+    return table
+
+
+def attempt_line(action: str, r: AttemptRecord) -> str:
+    """One line about an attempt: status, what was sent, the budget and the cursor."""
+    style = _STATUS_STYLE.get(r.status, "")
+    sent = " ".join(f"{short(i)}:{n}" for i, n in r.included.items())
+    budget = "∞" if r.budget is None else str(r.budget)
+    overflow = " [red]OVERFLOW (not sent)[/red]" if r.overflow else ""
+    return (
+        f"  [bold]{action:<7}[/bold] {short(r.message_id)} [{style}]{r.status:<9}[/{style}] "
+        f"sent {escape('[' + sent + ']')} {r.used}/{budget} tokens{overflow}  "
+        f"cursor {r.cursor_before or '-'} → {r.cursor_after or '-'}"
+    )
+
+
+def wire_line(body: Mapping[str, Any]) -> str:
+    """What one ``POST /responses`` body carried: its cursor and input, as ``role:text``."""
+    raw = body.get("input")
+    items: list[Any] = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
+    parts = []
+    for item in items:
+        if item.get("type", "message") == "message":
+            content = item.get("content")
+            if isinstance(content, list):
+                content = "".join(str(p.get("text", "")) for p in content)
+            parts.append(f"{item.get('role')}:{_clip(str(content), 24)!r}")
+        else:
+            parts.append(f"{item.get('type')}:{item.get('call_id')}")
+    prev = body.get("previous_response_id") or "-"
+    conv = body.get("conversation") or "-"
+    return escape(
+        f"    wire: previous_response_id={prev} conversation={conv} input=[{', '.join(parts)}]"
+    )

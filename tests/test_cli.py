@@ -1,0 +1,131 @@
+"""The CLI: demo, inspect and chat run offline; bad input is one line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from agents_state_ext.cli import main
+
+STRATEGIES = ("replay", "session", "previous_response", "conversation")
+OFFLINE = {"OPENAI_API_KEY": ""}
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input, env=OFFLINE)
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    db = tmp_path_factory.mktemp("demo") / "demo.sqlite3"
+    return db, run("demo", "--db", str(db))
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output + result.stderr
+    return lines[0]
+
+
+def test_demo_runs_offline_through_every_action_and_strategy(
+    demo_db: tuple[Path, Result],
+) -> None:
+    db, result = demo_db
+    assert result.exit_code == 0, result.output + result.stderr
+    out = result.stdout
+    for strategy in STRATEGIES:
+        assert f"== {strategy}" in out
+    for action in ("send", "stop", "retry", "edit", "switch"):
+        assert f"  {action} " in out
+    assert "cancelled" in out and "invalid" in out and "OVERFLOW (not sent)" in out
+    assert "previous_response_id=resp_1" in out and "conversation=conv_2" in out
+    assert db.is_file()
+
+
+def test_inspect_shows_the_demo_graphs_and_attempts(demo_db: tuple[Path, Result]) -> None:
+    db, _ = demo_db
+    result = run("inspect", str(db))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("strategy=") == 4
+    assert "attempts of chat_" in result.stdout
+    for status in ("complete", "cancelled", "invalid", "failed"):
+        assert status in result.stdout
+
+    data = json.loads(run("inspect", str(db), "--json").stdout)
+    chats = data["conversations"]
+    assert [c["strategy"] for c in chats] == list(STRATEGIES)
+    statuses = [r["status"] for r in chats[2]["attempts"]]
+    assert statuses == [
+        "complete",
+        "cancelled",
+        "complete",
+        "complete",
+        "complete",
+        "complete",
+        "failed",
+    ]
+    one = run("inspect", str(db), chats[3]["id"][:12], "--json")
+    assert [c["id"] for c in json.loads(one.stdout)["conversations"]] == [chats[3]["id"]]
+
+
+def test_chat_send_stop_retry_edit_through_stdin(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    script = "hi\ntell me a story\n/stop\n/retry\n/edit 4 tell me a poem\n/branches\n/quit\n"
+    result = run("chat", "--db", str(db), "--strategy", "previous_response", input=script)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "offline mock" in result.stdout
+    assert "You said: tell me a poem" in result.stdout
+
+    data = json.loads(run("inspect", str(db), "--json").stdout)["conversations"][0]
+    assert [r["status"] for r in data["attempts"]] == [
+        "complete",
+        "cancelled",
+        "complete",
+        "complete",
+    ]
+    nodes = {n["id"]: n for n in data["graph"]["nodes"]}
+    head = nodes[data["head"]]
+    assert head["status"] == "complete"
+    assert nodes[head["parent_id"]]["items"][0]["content"] == "tell me a poem"
+    records = data["attempts"]
+    assert records[3]["cursor_before"] == records[0]["response_id"]  # the edit forks the chain
+
+
+def test_chat_commands_report_bad_arguments_and_go_on() -> None:
+    script = "/budget 0\n/switch nope\n/edit 9 x\n/frobnicate\n/budget 5\nhi\n"
+    result = run("chat", "--strategy", "replay", input=script)
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "positive integer" in out and "matches nothing" in out and "unknown command" in out
+    assert "OVERFLOW" not in out and "budget: 5 tokens" in out
+    assert "need" in out and "over the budget of 5" in out  # "hi" + system overflow 5 tokens
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("inspect", "missing.sqlite3"), "no such database file"),
+        (("chat", "--budget", "0"), "positive integer"),
+        (("chat", "--budget", "lots"), "positive integer"),
+        (("chat", "--db", "missing.sqlite3", "--conversation", "c1"), "no such database file"),
+        (("chat", "--strategy", "telepathy"), "telepathy"),
+        (("demo", "--db", "no/such/folder/demo.sqlite3"), "does not exist"),
+        (("frobnicate",), "No such command"),
+    ],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(args: tuple[str, ...], needle: str) -> None:
+    with CliRunner().isolated_filesystem():
+        assert needle in one_error_line(run(*args))
+
+
+def test_unknown_conversation_and_node_ids_are_one_line(demo_db: tuple[Path, Result]) -> None:
+    db, _ = demo_db
+    assert "no conversation 'nope'" in one_error_line(run("inspect", str(db), "nope"))
+    line = one_error_line(run("chat", "--db", str(db), "--conversation", "nope"))
+    assert "nope" in line
