@@ -11,6 +11,7 @@ from agents.run_config import CallModelData, ModelInputData
 
 from .errors import HandoffFilterError, InputFilterError, MixedStateOwnerError
 from .model import TrackedModel
+from .validation import validate_run_settings
 
 if TYPE_CHECKING:
     from .state import ConversationState
@@ -43,7 +44,9 @@ def tracked_input_filter(
             # Before the run's first model call no sub-run (agent.as_tool) can be running yet.
             first_call = binding.owner is None
             if first_call:
+                # Runner called directly with run_config(): run() checked none of this yet.
                 _check_bound(data.agent)
+                validate_run_settings(state, agent=data.agent)
                 _check_handoffs(data.agent, state)
             ours = first_call or state._owns_agent(data.agent)
         if binding is not None and ours:

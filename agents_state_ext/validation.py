@@ -51,8 +51,10 @@ def validate_run_settings(
     server id; ``conversation_id`` together with ``previous_response_id``; ids or a session
     given although ``state`` owns the conversation; a RunState whose ids disagree with the
     given ones (or with the state's ledger); replayed input that holds items the server already
-    acknowledged; a model that cannot honour server-managed state (Chat Completions); and
-    ``store=False`` under the previous_response strategy. Nothing is sent by this function.
+    acknowledged; a model that cannot honour server-managed state (Chat Completions); output
+    guardrails anywhere in the agent graph under server ownership (a rejected response would
+    stay in the server's history); and ``store=False`` under the previous_response strategy.
+    Nothing is sent by this function.
     """
     server_ids = [
         name
@@ -108,6 +110,15 @@ def validate_run_settings(
                 f"a Chat Completions model ({where}) that keeps no server-side state",
                 "Use a Responses API model, or ConversationState.replay() / .session().",
             )
+    guarded = _output_guardrails(agent, run_config)
+    if guarded:
+        raise _mixed(
+            owner,
+            f"output guardrails on {guarded}, which may reject a response the server has "
+            "already stored in the conversation",
+            "Move the check into an input guardrail or a tool, or use a client-managed "
+            "strategy (replay / session) where rejected output can be left out.",
+        )
     if state.strategy == "previous_response":
         for where, store in _store_settings(agent, run_config):
             if store is False:
@@ -172,6 +183,17 @@ def _models(agent: Agent[Any] | None, run_config: RunConfig | None) -> Iterator[
     for current, _ in walk_agents(agent):
         if isinstance(current.model, Model):
             yield f"agent {current.name!r}", current.model
+
+
+def _output_guardrails(agent: Agent[Any] | None, run_config: RunConfig | None) -> str | None:
+    if run_config is not None and run_config.output_guardrails:
+        return "RunConfig"
+    if agent is None:
+        return None
+    for current, _ in walk_agents(agent):
+        if current.output_guardrails:
+            return f"agent {current.name!r}"
+    return None
 
 
 def _store_settings(

@@ -190,3 +190,29 @@ async def test_each_valid_configuration_runs(
         assert sent == ["user:hi", "assistant:one", "user:again"]
     else:
         assert sent == ["user:again"]
+
+
+@STREAMED
+@pytest.mark.parametrize("direct", [False, True], ids=["state.run", "Runner+run_config"])
+async def test_output_guardrails_anywhere_in_the_graph_are_rejected_under_server_state(
+    mock: MockResponsesAPI, streamed: bool, direct: bool
+) -> None:
+    from agents import GuardrailFunctionOutput, Runner, output_guardrail
+
+    @output_guardrail
+    async def polite(ctx: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+
+    target = Agent(name="target", model=mock.model(), output_guardrails=[polite])
+    agent = Agent(name="front", model=mock.model(), handoffs=[target])
+    state = ConversationState.previous_response()
+    with pytest.raises(MixedStateOwnerError, match="output guardrails on agent 'target'"):
+        if not direct:
+            await run_turn(state, agent, "hi", streamed=streamed)
+        elif streamed:
+            result = Runner.run_streamed(state.bind(agent), "hi", run_config=state.run_config())
+            async for _ in result.stream_events():
+                pass
+        else:
+            await Runner.run(state.bind(agent), "hi", run_config=state.run_config())
+    assert mock.requests == []
