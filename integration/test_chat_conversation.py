@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from agents import set_tracing_disabled
 
 from agents_state_ext import ConversationForkError
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
 from ._chat import open_chat, slow_reply, stop_midway
-from ._support import texts, wire
+from ._support import STREAMED, texts, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 pytestmark = pytest.mark.anyio
 
 BASE = ["system:be brief", "user:hi", "assistant:hello"]
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 @STREAMED

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from agents import Agent, Runner, set_tracing_disabled
+from agents import Agent, Runner
 
 from agents_state_ext import ContextOverflowError, InMemoryStore
 from agents_state_ext.chat import open_conversation
 from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI, Reply
 
 from ._chat import ids, open_chat, slow_reply, stop_midway
-from ._support import texts, wire
+from ._support import STREAMED, texts, wire
 
-set_tracing_disabled(True)
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 CLIENT = pytest.mark.parametrize("strategy", ["replay", "session"])
 pytestmark = pytest.mark.anyio
 
 BASE = ["system:be brief", "user:hi", "assistant:hello"]
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 @CLIENT
