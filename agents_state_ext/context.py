@@ -15,6 +15,7 @@ only what it keeps plus the few turns it jumps through.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,13 +65,20 @@ class _Turns:
         self.prev_cheaper: list[int] = []
 
     def append(self, cost: int) -> None:
-        j = len(self.cost)
-        older = j - 1
-        while older >= 0 and self.cost[older] >= cost:
-            older = self.prev_cheaper[older]
-        self.cost.append(cost)
-        self.prefix_min.append(cost if j == 0 else min(cost, self.prefix_min[-1]))
-        self.prev_cheaper.append(older)
+        self.extend((cost,))
+
+    def extend(self, costs: Sequence[int]) -> None:
+        cost, prefix_min, prev_cheaper = self.cost, self.prefix_min, self.prev_cheaper
+        low = prefix_min[-1] if prefix_min else None
+        for c in costs:
+            older = len(cost) - 1
+            while older >= 0 and cost[older] >= c:
+                older = prev_cheaper[older]
+            cost.append(c)
+            if low is None or c < low:
+                low = c
+            prefix_min.append(low)
+            prev_cheaper.append(older)
 
     def truncate(self, n: int) -> None:
         del self.cost[n:], self.prefix_min[n:], self.prev_cheaper[n:]
@@ -110,7 +118,9 @@ class ContextIndex:
         self._counter: MessageCounter | None = None
         self._nodes: list[Node] = []
         self._status: list[str] = []
-        self._counts: list[int] = []
+        # Per turn (aligned with _turn_at): the counts of its user and assistant messages.
+        self._user_counts: list[int] = []
+        self._assistant_counts: list[int] = []
         self._system: list[int] = []
         self._pending: list[int] = []
         self._turn_at: list[int] = []
@@ -144,7 +154,8 @@ class ContextIndex:
                 self._sync_from(selection, path, counter)
 
     def _select(self, active: Node, budget: int, counter: MessageCounter) -> ContextSelection | int:
-        nodes, counts = self._nodes, self._counts
+        nodes = self._nodes
+        user_counts, assistant_counts = self._user_counts, self._assistant_counts
         required = [nodes[i] for i in self._system]
         required.append(active)
         tokens = {node.id: counter.count(node.id, node.items) for node in required}
@@ -164,8 +175,8 @@ class ContextIndex:
             at = turn_at[t]
             user, assistant = nodes[at], nodes[at + 1]
             chosen += (user, assistant)
-            tokens[user.id] = counts[at]
-            tokens[assistant.id] = counts[at + 1]
+            tokens[user.id] = user_counts[t]
+            tokens[assistant.id] = assistant_counts[t]
         chosen.append(active)
         items = [item for node in chosen for item in node.items]
         return ContextSelection(
@@ -194,30 +205,48 @@ class ContextIndex:
         self._sync_from(shared, path, counter)
 
     def _sync_from(self, start: int, path: Sequence[Node], counter: MessageCounter) -> None:
-        nodes, status, counts = self._nodes, self._status, self._counts
-        for at in range(start, len(path) - 1):
-            node = path[at]
-            nodes.append(node)
-            status.append(node.status)
-            # Only required messages and complete turns are ever sent, so only they are counted.
-            counts.append(counter.count(node.id, node.items) if node.role == "system" else -1)
-            if node.role == "system":
-                self._system.append(at)
-            elif node.status != "complete":
-                self._pending.append(at)
-            elif (
-                node.role == "assistant"
-                and at
-                and nodes[at - 1].role == "user"
-                and status[at - 1] == "complete"
-            ):
-                counts[at - 1] = counter.count(nodes[at - 1].id, nodes[at - 1].items)
-                counts[at] = counter.count(node.id, node.items)
-                self._turn_at.append(at - 1)
-                self._turns.append(counts[at - 1] + counts[at])
+        new = path[start:-1]
+        if not new:
+            return
+        nodes, status = self._nodes, self._status
+        system, pending, turn_at = self._system, self._pending, self._turn_at
+        # Only required messages and complete turns are ever sent, so only turns are counted
+        # here (required messages are counted by every build), in one call: each turn's user
+        # message then its assistant message.
+        messages: list[tuple[str, list[dict[str, Any]]]] = []
+        # The complete user message just before the node at hand, if it is one.
+        user: Node | None = None
+        if start and nodes[-1].role == "user" and status[-1] == "complete":
+            user = nodes[-1]
+        for at, node in enumerate(new, start):
+            role, state = node.role, node.status
+            status.append(state)
+            if state == "complete" and role == "user":
+                user = node
+                continue
+            if role == "system":
+                system.append(at)
+            elif state != "complete":
+                pending.append(at)
+            elif user is not None and role == "assistant":
+                turn_at.append(at - 1)
+                messages += ((user.id, user.items), (node.id, node.items))
+            user = None
+        nodes.extend(new)
+        if not messages:
+            return
+        count_many = getattr(counter, "count_many", None)
+        if count_many is not None:
+            values = count_many(messages)
+        else:
+            values = [counter.count(message_id, items) for message_id, items in messages]
+        users, assistants = values[0::2], values[1::2]
+        self._user_counts += users
+        self._assistant_counts += assistants
+        self._turns.extend(list(map(operator.add, users, assistants)))
 
     def _truncate(self, n: int) -> None:
-        del self._nodes[n:], self._status[n:], self._counts[n:]
+        del self._nodes[n:], self._status[n:]
         while self._system and self._system[-1] >= n:
             self._system.pop()
         while self._pending and self._pending[-1] >= n:
@@ -225,7 +254,7 @@ class ContextIndex:
         turns = len(self._turn_at)
         while turns and self._turn_at[turns - 1] + 1 >= n:
             turns -= 1
-        del self._turn_at[turns:]
+        del self._turn_at[turns:], self._user_counts[turns:], self._assistant_counts[turns:]
         self._turns.truncate(turns)
 
 

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import types
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import tiktoken
@@ -301,13 +301,72 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _read_texts(messages: Iterable[Sequence[Mapping[str, Any]]]) -> list[list[Any]]:
+    """What each message's items are counted as: its texts, then its framing tokens.
+
+    The rule of :func:`item_texts`, for whole messages at once, with the common item shapes
+    (plain dicts with string fields) read inline. The result for a message is its content
+    fingerprint: equal fingerprints always have equal counts.
+    """
+    out: list[list[Any]] = []
+    for items in messages:
+        texts: list[Any] = []
+        append = texts.append
+        framing = 0
+        for item in items:
+            kind = item.get("type")
+            if kind == "message" or (kind is None and "role" in item):
+                role = item.get("role", "")
+                append(role if type(role) is str else str(role))
+                content = item.get("content")
+                if type(content) is str:
+                    append(content)
+                elif type(content) is list:
+                    for part in content:
+                        if type(part) is dict and part.get("type") in ("input_text", "output_text"):
+                            text = part.get("text")
+                            if type(text) is str:
+                                append(text)
+                                continue
+                        append(_part_text(part))
+                elif isinstance(content, str):
+                    append(str(content))
+                elif isinstance(content, list):
+                    texts.extend([_part_text(part) for part in content])
+                elif content is not None:
+                    append(_json_text(content))
+                name = item.get("name")
+                if name and isinstance(name, str):
+                    append(name)
+                    framing += TOKENS_PER_MESSAGE + TOKENS_PER_NAME
+                else:
+                    framing += TOKENS_PER_MESSAGE
+            elif kind == "function_call":
+                name = item.get("name", "")
+                arguments = item.get("arguments", "")
+                append(name if type(name) is str else str(name))
+                append(arguments if type(arguments) is str else str(arguments))
+                framing += TOKENS_PER_MESSAGE
+            elif kind == "function_call_output":
+                output = item.get("output", "")
+                append(output if isinstance(output, str) else _json_text(output))
+                framing += TOKENS_PER_MESSAGE
+            else:
+                append(_json_text(item))
+                framing += TOKENS_PER_MESSAGE
+        append(framing)
+        out.append(texts)
+    return out
+
+
 class TokenCounter:
     """Exact token counts for one model's encoding, cached per message.
 
-    ``count`` caches by (message id, content, encoding). The content fingerprint is what
-    :func:`item_texts` extracts, compared for equality rather than hashed, so a changed
-    message is re-counted and a collision cannot return a wrong count; extracting it is a
-    small fraction of encoding. At most ``maxsize`` messages are kept, oldest dropped first.
+    ``count`` caches by (message id, content, encoding). The content fingerprint is the
+    message's texts and framing as :func:`item_texts` extracts them, compared for equality
+    rather than hashed, so a changed message is re-counted and a collision cannot return a
+    wrong count; extracting it is a small fraction of encoding. At most ``maxsize`` messages
+    are kept, oldest dropped first. :meth:`count_many` counts many messages in one pass.
     """
 
     def __init__(
@@ -325,7 +384,7 @@ class TokenCounter:
         self.encoding_name = encoding
         self.encoding = load_encoding(encoding)
         self._maxsize = maxsize
-        self._cache: dict[str, tuple[tuple[ItemTexts, ...], int]] = {}
+        self._cache: dict[str, list[Any]] = {}
         self._short: dict[str, int] = {}
         self._hits = 0
         self._misses = 0
@@ -337,23 +396,53 @@ class TokenCounter:
 
     def count_items(self, items: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of these input items with their framing; not cached."""
-        return self._encode([item_texts(item) for item in items])
+        return self._encode(_read_texts((items,)))[0]
 
     def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of one message's items, encoded once per (id, content, encoding)."""
-        fingerprint = tuple([item_texts(item) for item in items])
-        cached = self._cache.get(message_id)
-        if cached is not None and cached[0] == fingerprint:
-            with self._lock:
-                self._hits += 1
-            return cached[1]
-        tokens = self._encode(fingerprint)
+        return self.count_many(((message_id, items),))[0]
+
+    def count_many(self, messages: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[int]:
+        """:meth:`count` of each ``(message id, items)`` pair, in order.
+
+        Same counts and cache as calling :meth:`count` on each, cheaper for many messages
+        (a context build indexing a long history): every message is read first, the misses
+        are then encoded in one loop, and the lock is taken once, to fill the cache.
+        """
+        pairs = list(messages)
+        if not pairs:
+            return []
+        ids, item_lists = zip(*pairs, strict=True)
+        texts = _read_texts(item_lists)
+        cache = self._cache
+        # A cache entry is a message's fingerprint (its texts, then its framing) followed by
+        # its count.
+        if cache.keys().isdisjoint(ids):
+            counts = self._encode(texts)
+            fresh: Iterable[tuple[str, list[Any]]] = zip(ids, texts, strict=True)
+            hits, misses = 0, len(ids)
+        else:
+            counts = []
+            fresh = []
+            for message_id, fingerprint in zip(ids, texts, strict=True):
+                cached = cache.get(message_id)
+                if cached is not None and cached[:-1] == fingerprint:
+                    counts.append(cached[-1])
+                else:
+                    counts.append(self._encode((fingerprint,))[0])
+                    fresh.append((message_id, fingerprint))
+            hits, misses = len(ids) - len(fresh), len(fresh)
         with self._lock:
-            self._misses += 1
-            if message_id not in self._cache and len(self._cache) >= self._maxsize:
-                del self._cache[next(iter(self._cache))]
-            self._cache[message_id] = (fingerprint, tokens)
-        return tokens
+            self._hits += hits
+            self._misses += misses
+            if len(cache) + misses <= self._maxsize:
+                cache.update(fresh)
+            else:
+                for message_id, entry in fresh:
+                    if message_id not in cache and len(cache) >= self._maxsize:
+                        del cache[next(iter(cache))]
+                    cache[message_id] = entry
+        return counts
 
     def cache_info(self) -> CacheInfo:
         """How often :meth:`count` answered from the cache and how often it encoded."""
@@ -367,24 +456,29 @@ class TokenCounter:
             self._short.clear()
             self._hits = self._misses = 0
 
-    def _encode(self, per_item: Sequence[ItemTexts]) -> int:
+    def _encode(self, messages: Iterable[list[Any]]) -> list[int]:
+        """Each message's count from its fingerprint, which gets the count appended."""
         encode = self.encoding.encode_ordinary
         short = self._short
-        total = 0
-        for framing, texts in per_item:
-            total += framing
+        counts: list[int] = []
+        for texts in messages:
+            framing = texts.pop()
+            total = framing
             for text in texts:
                 if len(text) > _SHORT:
                     total += len(encode(text))
                     continue
-                # Roles and tool names repeat in every message: one dict lookup, not an encode.
+                # Roles and tool names repeat in every message: a dict lookup, not an encode.
                 tokens = short.get(text)
                 if tokens is None:
                     tokens = len(encode(text))
                     if len(short) < _SHORT_MAX:
                         short[text] = tokens
                 total += tokens
-        return total
+            texts.append(framing)
+            texts.append(total)
+            counts.append(total)
+        return counts
 
     def __repr__(self) -> str:
         return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
