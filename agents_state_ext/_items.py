@@ -5,9 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["digest", "field", "is_tool_output", "item_to_dict", "stable_key"]
+__all__ = [
+    "ItemKeys",
+    "digest",
+    "field",
+    "is_tool_output",
+    "item_to_dict",
+    "keys",
+    "needs_digest",
+    "stable_key",
+]
 
 
 def item_to_dict(item: Any) -> dict[str, Any]:
@@ -26,9 +35,46 @@ def item_to_dict(item: Any) -> dict[str, Any]:
 
 def field(item: Any, name: str) -> Any:
     """One attribute of an item, whether it is a dict or a model object."""
+    if type(item) is dict:  # the common case, checked first: this runs per item per request
+        return item.get(name)
     if isinstance(item, Mapping):
         return item.get(name)
     return getattr(item, name, None)
+
+
+class ItemKeys(NamedTuple):
+    """What dedupe reads of an item, read once: id, tool output call id, digest-worthiness."""
+
+    item_id: str | None
+    output_call_id: str | None
+    """The ``call_id`` when the item is a tool output, else None."""
+    digestible: bool
+
+
+def keys(item: Any) -> ItemKeys:
+    """The dedupe keys of one item (see :class:`ItemKeys`)."""
+    if type(item) is dict:
+        get = item.get
+        item_id, call_id, kind, role = get("id"), get("call_id"), get("type"), get("role")
+    else:
+        item_id, call_id = field(item, "id"), field(item, "call_id")
+        kind, role = field(item, "type"), field(item, "role")
+    output = isinstance(kind, str) and kind.endswith("_output")
+    return ItemKeys(
+        item_id if isinstance(item_id, str) and item_id else None,
+        call_id if output and isinstance(call_id, str) else None,
+        role is None and not output and (kind == "reasoning" or not item_id),
+    )
+
+
+def needs_digest(item: Any) -> bool:
+    """Whether an output item may come back without its id, so only a digest can match it.
+
+    The SDK strips reasoning items' ids (``reasoning_item_id_policy="omit"``); an output that
+    had no id to begin with can only be matched by content too. Messages and tool outputs are
+    matched by id and call id instead.
+    """
+    return keys(item).digestible
 
 
 def digest(item: Any) -> str:
@@ -43,11 +89,10 @@ def digest(item: Any) -> str:
 
 def stable_key(item: Any) -> str | None:
     """A key that names the same item across copies: its server id, or a tool output's call."""
-    item_id = field(item, "id")
-    if isinstance(item_id, str) and item_id:
+    item_id, call_id, _ = keys(item)
+    if item_id is not None:
         return f"id:{item_id}"
-    call_id = field(item, "call_id")
-    if isinstance(call_id, str) and is_tool_output(item):
+    if call_id is not None:
         return f"output:{call_id}"
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
@@ -33,11 +34,12 @@ def copy_agent_graph(
     """
     if id(agent) in seen:
         return seen[id(agent)]
+    # A plain shallow copy, like Agent.clone() but without re-running the constructor's
+    # validation of every field on each run: the original was validated when it was built.
+    copy = _copy.copy(agent)
     model = agent.model
     if wrap_model is not None and isinstance(model, Model):
-        copy = agent.clone(model=wrap_model(model))
-    else:
-        copy = agent.clone()
+        copy.model = wrap_model(model)
     seen[id(agent)] = copy
 
     def again(target: Agent[Any]) -> Agent[Any]:

@@ -137,6 +137,11 @@ class ConversationState:
         ``call_model_input_filter`` of ``base`` (if any) is wrapped by
         :func:`~agents_state_ext.tracked_input_filter`.
         """
+        return self._config(base, adapter=True)
+
+    def _config(self, base: RunConfig | None, *, adapter: bool) -> RunConfig:
+        # adapter=False: run() has checked and bound everything the adapter would check on the
+        # first call, so without a user filter the SDK's filter step can be skipped altogether.
         base = base if base is not None else RunConfig()
         validate_run_settings(self, run_config=base)
         binding = self._binding
@@ -158,12 +163,17 @@ class ConversationState:
         model = base.model
         if isinstance(model, Model) and not isinstance(model, TrackedModel):
             model = TrackedModel(model, binding)
+        user_filter = base.call_model_input_filter
         return dataclasses.replace(
             base,
             model=model,
             model_provider=provider,
             nest_handoff_history=False,
-            call_model_input_filter=tracked_input_filter(base.call_model_input_filter, state=self),
+            call_model_input_filter=(
+                tracked_input_filter(user_filter, state=self)
+                if adapter or user_filter is not None
+                else None
+            ),
         )
 
     def _prepare(
@@ -183,7 +193,7 @@ class ConversationState:
 
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
-        kwargs["run_config"] = self.run_config(kwargs.get("run_config"))
+        kwargs["run_config"] = self._config(kwargs.get("run_config"), adapter=False)
         tracker = self.tracker
         if self.strategy == "session":
             kwargs["session"] = self._session

@@ -12,6 +12,7 @@ from ._items import digest as _digest
 from ._items import field as _field
 from ._items import is_tool_output as _is_tool_output
 from ._items import item_to_dict
+from ._items import keys as _keys
 from ._items import stable_key as _stable_key
 from .errors import StateBlobError
 
@@ -126,13 +127,12 @@ class ServerConversationTracker:
         """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
         if id(item) in self._acked_objects and self._acked_objects[id(item)] is item:
             return True
-        item_id = _field(item, "id")
-        if isinstance(item_id, str) and item_id in self._item_ids:
+        item_id, call_id, digestible = _keys(item)
+        if item_id is not None and item_id in self._item_ids:
             return True
-        call_id = _field(item, "call_id")
-        if isinstance(call_id, str) and _is_tool_output(item) and call_id in self._call_ids:
+        if call_id is not None and call_id in self._call_ids:
             return True
-        if item_id is None and _field(item, "role") is None and not _is_tool_output(item):
+        if item_id is None and digestible:
             return _digest(item) in self._digests
         return False
 
@@ -191,7 +191,7 @@ class ServerConversationTracker:
         entry: dict[str, Any] = {
             "response_id": response_id,
             "previous": self._previous_response_id,
-            "sent": [copy.deepcopy(item_to_dict(i)) for i in batch],
+            "sent": batch,  # the objects themselves; copied only when serialized
             "item_ids": [],
             "call_ids": [],
             "digests": [],
@@ -296,25 +296,24 @@ class ServerConversationTracker:
             self._call_ids.difference_update(entry["call_ids"])
             for digest in entry["digests"]:
                 self._digests.pop(digest, None)
-            self._pending = [dict(item) for item in entry["sent"]] + self._pending
+            self._pending = [*entry["sent"], *self._pending]
         self._previous_response_id = previous_response_id
         self._acked_objects.clear()
         return True
 
     def _remember(self, item: Any, entry: dict[str, Any] | None = None) -> None:
         self._acked_objects[id(item)] = item
-        item_id = _field(item, "id")
-        if isinstance(item_id, str) and item_id:
+        item_id, call_id, digestible = _keys(item)
+        if item_id is not None:
             if entry is not None and item_id not in self._item_ids:
                 entry["item_ids"].append(item_id)
             self._item_ids.add(item_id)
             self._last_item_id = item_id
-        call_id = _field(item, "call_id")
-        if isinstance(call_id, str) and _is_tool_output(item):
+        if call_id is not None:
             if entry is not None and call_id not in self._call_ids:
                 entry["call_ids"].append(call_id)
             self._call_ids.add(call_id)
-        if _field(item, "role") is None and not _is_tool_output(item):
+        if digestible:
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
             if entry is not None and digest not in self._digests:
@@ -344,7 +343,13 @@ class ServerConversationTracker:
             "last_item_id": self._last_item_id,
             "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
             "uncertain": [copy.deepcopy(item_to_dict(i)) for i in self._uncertain],
-            "journal": copy.deepcopy(list(self._journal)),
+            "journal": [
+                {
+                    **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
+                    "sent": [copy.deepcopy(item_to_dict(i)) for i in e["sent"]],
+                }
+                for e in self._journal
+            ],
         }
 
     @classmethod
