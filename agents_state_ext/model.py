@@ -100,8 +100,13 @@ class _Binding:
 class _Call:
     """The bookkeeping of one request: mark sent, then acknowledge or rewind exactly once."""
 
-    def __init__(self, binding: _Binding, items: list[Any], streamed: bool) -> None:
+    def __init__(
+        self, binding: _Binding, items: list[Any], streamed: bool, *, hidden_retries: bool
+    ) -> None:
         tracker = binding.tracker
+        # A stateful request is never resent blindly by the openai client's own retries; when
+        # the client makes none anyway, the SDK need not copy it per request to turn them off.
+        self.hidden_retries = hidden_retries
         self.binding = binding
         self.items = items
         self.previous_response_id = tracker.previous_response_id
@@ -139,7 +144,10 @@ class _Call:
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
         try:
-            with _compat.provider_retries_disabled():
+            if self.hidden_retries:
+                with _compat.provider_retries_disabled():
+                    yield
+            else:
                 yield
         except BaseException as exc:
             self.fail(exc)
@@ -181,7 +189,11 @@ class TrackedModel(Model):
         send = list(items) if filtered else tracker.reduce(items)
         if streamed:
             binding.partial = PartialOutput()
-        return _Call(binding, send, streamed)
+        return _Call(binding, send, streamed, hidden_retries=self._hidden_retries())
+
+    def _hidden_retries(self) -> bool:
+        client = _compat.inner_openai_client(self.inner)
+        return getattr(client, "max_retries", 1) != 0
 
     # -- Model API ---------------------------------------------------------------------------
 
