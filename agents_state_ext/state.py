@@ -19,7 +19,7 @@ from .filters import tracked_input_filter
 from .handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider, _Binding
 from .tracker import ServerConversationTracker
-from .validation import validate_run_settings
+from .validation import validate_run_settings, walk_agents
 
 __all__ = ["ConversationState", "StrategyName"]
 
@@ -137,13 +137,14 @@ class ConversationState:
         ``call_model_input_filter`` of ``base`` (if any) is wrapped by
         :func:`~agents_state_ext.tracked_input_filter`.
         """
-        return self._config(base, adapter=True)
-
-    def _config(self, base: RunConfig | None, *, adapter: bool) -> RunConfig:
-        # adapter=False: run() has checked and bound everything the adapter would check on the
-        # first call, so without a user filter the SDK's filter step can be skipped altogether.
         base = base if base is not None else RunConfig()
         validate_run_settings(self, run_config=base)
+        return self._config(base, adapter=True)
+
+    def _config(self, base: RunConfig, *, adapter: bool, own: bool = False) -> RunConfig:
+        # adapter=False: run() has checked and bound everything the adapter would check on the
+        # first call, so without a user filter the SDK's filter step can be skipped altogether.
+        # own=True: ``base`` was made for this run, so it is changed in place, not copied.
         binding = self._binding
         if binding is None:
             config = dataclasses.replace(base)
@@ -164,17 +165,16 @@ class ConversationState:
         if isinstance(model, Model) and not isinstance(model, TrackedModel):
             model = TrackedModel(model, binding)
         user_filter = base.call_model_input_filter
-        return dataclasses.replace(
-            base,
-            model=model,
-            model_provider=provider,
-            nest_handoff_history=False,
-            call_model_input_filter=(
-                tracked_input_filter(user_filter, state=self)
-                if adapter or user_filter is not None
-                else None
-            ),
+        config = base if own else dataclasses.replace(base)
+        config.model = model
+        config.model_provider = provider
+        config.nest_handoff_history = False
+        config.call_model_input_filter = (
+            tracked_input_filter(user_filter, state=self)
+            if adapter or user_filter is not None
+            else None
         )
+        return config
 
     def _prepare(
         self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
@@ -193,7 +193,9 @@ class ConversationState:
 
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
-        kwargs["run_config"] = self._config(kwargs.get("run_config"), adapter=False)
+        base = kwargs.get("run_config")
+        own = base is None
+        kwargs["run_config"] = self._config(base or RunConfig(), adapter=False, own=own)
         tracker = self.tracker
         if self.strategy == "session":
             kwargs["session"] = self._session
@@ -241,7 +243,7 @@ class ConversationState:
         input is dropped and the cursor goes back to where the run began.
         """
         bound, kwargs = self._prepare(agent, input, runner_kwargs)
-        snapshot = self.tracker.to_dict() if self.tracker is not None else None
+        snapshot = self._snapshot(bound, kwargs["run_config"])
         try:
             return await Runner.run(bound, input, **kwargs)
         except InputGuardrailTripwireTriggered:
@@ -256,7 +258,7 @@ class ConversationState:
     ) -> RunResultStreaming:
         """Like :meth:`run`, streamed; the same requests go over the wire."""
         bound, kwargs = self._prepare(agent, input, runner_kwargs)
-        snapshot = self.tracker.to_dict() if self.tracker is not None else None
+        snapshot = self._snapshot(bound, kwargs["run_config"])
         result = Runner.run_streamed(bound, input, **kwargs)
         task = result.run_loop_task
         if task is not None and self._binding is not None:
@@ -366,6 +368,17 @@ class ConversationState:
                         "conversation (restore both with ConversationState.loads)"
                     )
         _compat.repair_turn_count(input)
+
+    def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
+        # Only an input guardrail can undo a run (see run()); without one, skip the copy,
+        # which grows with the conversation.
+        if self.tracker is None:
+            return None
+        if not config.input_guardrails and not any(
+            current.input_guardrails for current, _ in walk_agents(agent)
+        ):
+            return None
+        return self.tracker.to_dict()
 
     def _restore(self, snapshot: dict[str, Any] | None) -> None:
         if snapshot is None or self._binding is None:
