@@ -198,7 +198,7 @@ async def _time_pair(
 def _repeats(turns: int, quick: bool) -> int:
     if quick:
         return 2
-    return 15 if turns <= 1 else (5 if turns <= 50 else 3)
+    return 61 if turns <= 1 else (9 if turns <= 50 else 3)
 
 
 async def _run(lengths: Sequence[int], quick: bool) -> Section:
