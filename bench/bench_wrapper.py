@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from agents import Agent, ModelSettings, Runner, function_tool
+from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -241,6 +241,7 @@ async def _run(lengths: Sequence[int], quick: bool) -> Section:
 
 
 def run(*, quick: bool = False, lengths: Sequence[int] | None = None) -> Section:
+    set_tracing_disabled(True)  # no trace export from a benchmark (and none in its smoke test)
     return asyncio.run(_run(tuple(lengths or (QUICK_LENGTHS if quick else LENGTHS)), quick))
 
 
