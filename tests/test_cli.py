@@ -119,9 +119,11 @@ def test_chat_commands_report_bad_arguments_and_go_on() -> None:
         (("frobnicate",), "No such command"),
     ],
 )
-def test_bad_input_is_one_line_and_a_non_zero_exit(args: tuple[str, ...], needle: str) -> None:
-    with CliRunner().isolated_filesystem():
-        assert needle in one_error_line(run(*args))
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    args: tuple[str, ...], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the relative paths above must not exist
+    assert needle in one_error_line(run(*args))
 
 
 def test_unknown_conversation_and_node_ids_are_one_line(demo_db: tuple[Path, Result]) -> None:

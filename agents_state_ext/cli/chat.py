@@ -13,6 +13,7 @@ import collections
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator
 from typing import IO, Any
@@ -207,7 +208,7 @@ async def _repl(
             soft_wrap=True,
         )
         loop = asyncio.get_running_loop()
-        lines = _Lines(click.get_text_stream("stdin"), loop)
+        lines = _Lines(sys.stdin, loop)
         stop_requests = asyncio.Event()
         _on_interrupt(loop, chat_, stop_requests)
         commands = Commands(
