@@ -93,7 +93,9 @@ _HOW_TO_PROVIDE = (
 class MessageCounter(Protocol):
     """What the context selector needs from a token counter: one message's count."""
 
-    def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int: ...
+    def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of one message (its items plus framing); the same id and content, same count."""
+        ...
 
 
 class CacheInfo(NamedTuple):
