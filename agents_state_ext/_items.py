@@ -11,10 +11,8 @@ __all__ = [
     "ItemKeys",
     "digest",
     "field",
-    "is_tool_output",
     "item_to_dict",
     "keys",
-    "needs_digest",
     "stable_key",
 ]
 
@@ -35,8 +33,6 @@ def item_to_dict(item: Any) -> dict[str, Any]:
 
 def field(item: Any, name: str) -> Any:
     """One attribute of an item, whether it is a dict or a model object."""
-    if type(item) is dict:  # the common case, checked first: this runs per item per request
-        return item.get(name)
     if isinstance(item, Mapping):
         return item.get(name)
     return getattr(item, name, None)
@@ -49,11 +45,14 @@ class ItemKeys(NamedTuple):
     output_call_id: str | None
     """The ``call_id`` when the item is a tool output, else None."""
     digestible: bool
+    """Whether only a content digest can match the item again: the SDK strips reasoning
+    items' ids (``reasoning_item_id_policy="omit"``), and an output that had no id to begin
+    with has nothing else. Messages and tool outputs are matched by id and call id."""
 
 
 def keys(item: Any) -> ItemKeys:
     """The dedupe keys of one item (see :class:`ItemKeys`)."""
-    if type(item) is dict:
+    if type(item) is dict:  # the common case, read directly: this runs per item per request
         get = item.get
         item_id, call_id, kind, role = get("id"), get("call_id"), get("type"), get("role")
     else:
@@ -67,16 +66,6 @@ def keys(item: Any) -> ItemKeys:
     )
 
 
-def needs_digest(item: Any) -> bool:
-    """Whether an output item may come back without its id, so only a digest can match it.
-
-    The SDK strips reasoning items' ids (``reasoning_item_id_policy="omit"``); an output that
-    had no id to begin with can only be matched by content too. Messages and tool outputs are
-    matched by id and call id instead.
-    """
-    return keys(item).digestible
-
-
 def digest(item: Any) -> str:
     """A short, stable digest of an item's content (id and status left out)."""
     data = dict(item_to_dict(item))
@@ -87,17 +76,10 @@ def digest(item: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def stable_key(item: Any) -> str | None:
+def stable_key(keys: ItemKeys) -> str | None:
     """A key that names the same item across copies: its server id, or a tool output's call."""
-    item_id, call_id, _ = keys(item)
-    if item_id is not None:
-        return f"id:{item_id}"
-    if call_id is not None:
-        return f"output:{call_id}"
+    if keys.item_id is not None:
+        return f"id:{keys.item_id}"
+    if keys.output_call_id is not None:
+        return f"output:{keys.output_call_id}"
     return None
-
-
-def is_tool_output(item: Any) -> bool:
-    """Whether the item is a tool's output (``function_call_output`` and its kin)."""
-    kind = field(item, "type")
-    return isinstance(kind, str) and kind.endswith("_output")

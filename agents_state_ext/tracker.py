@@ -8,10 +8,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ._items import ItemKeys, item_to_dict
 from ._items import digest as _digest
-from ._items import field as _field
-from ._items import is_tool_output as _is_tool_output
-from ._items import item_to_dict
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
 from .errors import StateBlobError
@@ -33,7 +31,9 @@ class ServerConversationTracker:
     item ids and tool call ids the server has acknowledged, bounded digests of id-less *output*
     items, the batch currently in flight, and the items that were sent but never acknowledged
     (``pending``). Every lookup is O(1) per item; memory grows with ids and fixed-size digests,
-    not with item objects (only pending and in-flight items are kept whole).
+    not with item objects: kept whole are only pending, uncertain and in-flight items, the input
+    of the last few acknowledged requests (a short journal for :meth:`rollback_to`), and within
+    a run the acknowledged objects themselves (dropped by :meth:`end_run`).
 
     Dedupe rules (what "already acknowledged" means):
 
@@ -125,9 +125,12 @@ class ServerConversationTracker:
 
     def is_acknowledged(self, item: Any) -> bool:
         """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
-        if id(item) in self._acked_objects and self._acked_objects[id(item)] is item:
+        return self._acknowledged(item, _keys(item))
+
+    def _acknowledged(self, item: Any, keys: ItemKeys) -> bool:
+        if self._acked_objects.get(id(item)) is item:
             return True
-        item_id, call_id, digestible = _keys(item)
+        item_id, call_id, digestible = keys
         if item_id is not None and item_id in self._item_ids:
             return True
         if call_id is not None and call_id in self._call_ids:
@@ -139,32 +142,36 @@ class ServerConversationTracker:
     def reduce(self, items: Sequence[Any]) -> list[Any]:
         """The list to send for ``items``: pending items first, then what the server lacks.
 
-        Pending items are matched against ``items`` by object identity (the SDK hands the same
-        objects again on a retry) so nothing is put in front twice. Returns a new list holding
-        the caller's own item objects; nothing is copied.
+        A pending item is not put in front when ``items`` already holds it: the same object (the
+        SDK hands the same objects again on a retry) or a copy with the same server id or tool
+        output call id (a resumed run rebuilds its objects). Returns a new list holding the
+        caller's own item objects; nothing is copied.
         """
         incoming = list(items)
-        last_acked = -1
-        acked_flags = [self.is_acknowledged(item) for item in incoming]
-        for index, flag in enumerate(acked_flags):
-            if flag:
-                last_acked = index
-        result: list[Any] = []
-        incoming_ids = {id(item) for item in incoming}
-        incoming_keys = {key for key in map(_stable_key, incoming) if key is not None}
-        result.extend(
-            item
-            for item in self._pending
-            if id(item) not in incoming_ids and _stable_key(item) not in incoming_keys
-        )
+        keys = [_keys(item) for item in incoming]
+        acked = [self._acknowledged(item, k) for item, k in zip(incoming, keys, strict=True)]
+        last_acked = max((i for i, flag in enumerate(acked) if flag), default=-1)
+        result = self._waiting(self._pending, incoming, keys)
         for index, item in enumerate(incoming):
-            if acked_flags[index]:
+            if acked[index]:
                 continue
-            if index < last_acked and _field(item, "id") is None and not _is_tool_output(item):
+            item_id, output_call_id, _ = keys[index]
+            if index < last_acked and item_id is None and output_call_id is None:
                 # Sent before an item the server acknowledged existed: it is in the chain.
                 continue
             result.append(item)
         return result
+
+    @staticmethod
+    def _waiting(
+        held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
+    ) -> list[Any]:
+        """The items of ``held`` that ``batch`` does not carry (by identity or stable key)."""
+        if not held:
+            return []
+        carried = {id(item) for item in batch}
+        stable = {_stable_key(k) for k in (keys or map(_keys, batch))} - {None}
+        return [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
 
     # -- request lifecycle -------------------------------------------------------------------
 
@@ -174,14 +181,8 @@ class ServerConversationTracker:
             # A request that never reported back (e.g. a killed task): keep its items.
             self.rewind()
         batch = list(items)
-        sent = {id(item) for item in batch}
-        keys = {key for key in map(_stable_key, batch) if key is not None}
-
-        def still_waiting(item: Any) -> bool:
-            return id(item) not in sent and _stable_key(item) not in keys
-
-        self._pending = [item for item in self._pending if still_waiting(item)]
-        self._uncertain = [item for item in self._uncertain if still_waiting(item)]
+        self._pending = self._waiting(self._pending, batch)
+        self._uncertain = self._waiting(self._uncertain, batch)
         self._in_flight = batch
 
     def acknowledge(self, response_id: str | None, output: Iterable[Any] = ()) -> None:
@@ -207,8 +208,10 @@ class ServerConversationTracker:
         if self._in_flight is None:
             return
         batch, self._in_flight = self._in_flight, None
-        queued = {id(item) for item in batch}
-        self._pending = batch + [item for item in self._pending if id(item) not in queued]
+        self._requeue(batch)
+
+    def _requeue(self, batch: list[Any]) -> None:
+        self._pending = batch + self._waiting(self._pending, batch)
 
     def mark_uncertain(self) -> None:
         """The in-flight request failed after the server may have accepted it.
@@ -234,8 +237,7 @@ class ServerConversationTracker:
             for item in server_items:
                 self._remember(item)
         else:
-            queued = {id(item) for item in batch}
-            self._pending = batch + [item for item in self._pending if id(item) not in queued]
+            self._requeue(batch)
 
     def restart(
         self,
@@ -296,7 +298,7 @@ class ServerConversationTracker:
             self._call_ids.difference_update(entry["call_ids"])
             for digest in entry["digests"]:
                 self._digests.pop(digest, None)
-            self._pending = [*entry["sent"], *self._pending]
+            self._requeue(list(entry["sent"]))
         self._previous_response_id = previous_response_id
         self._acked_objects.clear()
         return True

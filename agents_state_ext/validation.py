@@ -10,7 +10,7 @@ from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 
 from . import _compat
-from ._items import field, is_tool_output
+from ._items import keys
 from .errors import MixedStateOwnerError
 from .model import TrackedModel
 
@@ -132,11 +132,10 @@ def validate_run_settings(
 
 def _acknowledged(tracker: Any, item: Any) -> bool:
     # Only stable keys: object identity says nothing across runs.
-    item_id = field(item, "id")
-    if isinstance(item_id, str) and tracker.has_item_id(item_id):
+    found = keys(item)
+    if found.item_id is not None and tracker.has_item_id(found.item_id):
         return True
-    call_id = field(item, "call_id")
-    return isinstance(call_id, str) and is_tool_output(item) and tracker.has_call_output(call_id)
+    return found.output_call_id is not None and tracker.has_call_output(found.output_call_id)
 
 
 def _check_run_state_ids(
