@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,16 @@ if TYPE_CHECKING:
     from agents.tool import Tool
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 
-__all__ = ["PartialOutput", "SentRequest", "TrackedModel", "TrackedModelProvider"]
+__all__ = [
+    "REQUEST_HISTORY",
+    "PartialOutput",
+    "SentRequest",
+    "TrackedModel",
+    "TrackedModelProvider",
+]
+
+REQUEST_HISTORY = 100
+"""How many of a conversation's newest requests ``ConversationState.requests`` keeps."""
 
 
 @dataclass
@@ -66,7 +76,7 @@ class _Binding:
     owner: object | None = None
     filter_batch: list[Any] | None = None
     partial: PartialOutput | None = None
-    requests: list[SentRequest] = field(default_factory=list)
+    requests: deque[SentRequest] = field(default_factory=lambda: deque(maxlen=REQUEST_HISTORY))
     reconcile_client: Any | None = None
 
     def claims(self, owner: object | None) -> bool:
@@ -121,9 +131,12 @@ class _Call:
         tracker.mark_sent(items)
         binding.requests.append(self.record)
 
-    def succeed(self, response_id: str | None, output: list[Any]) -> None:
+    def succeed(self, response_id: str | None, output: list[Any], model: Model) -> None:
         if self.done:
             return
+        if response_id is None and self.binding.tracker.strategy == "previous_response":
+            self.fail(None)
+            raise _no_response_id(model)
         self.done = True
         self.record.response_id = response_id
         self.binding.tracker.acknowledge(response_id, output)
@@ -225,10 +238,7 @@ class TrackedModel(Model):
                 output_schema, handoffs, tracing, previous_response_id=call.previous_response_id,
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
-        if response.response_id is None and self._binding.tracker.strategy == "previous_response":
-            call.fail(None)
-            raise _no_response_id(self.inner)
-        call.succeed(response.response_id, list(response.output))
+        call.succeed(response.response_id, list(response.output), self.inner)
         return response
 
     async def stream_response(
@@ -269,7 +279,7 @@ class TrackedModel(Model):
                 elif isinstance(event, ResponseCompletedEvent):
                     partial.completed = True
                     # Acknowledge before yielding: the SDK may close us at this yield.
-                    call.succeed(event.response.id, list(event.response.output))
+                    call.succeed(event.response.id or None, list(event.response.output), self.inner)
                 yield event
             if not call.done:
                 call.fail(None)

@@ -9,7 +9,7 @@ from agents import Agent, RunState
 from agents.exceptions import AgentsException
 
 from .envelope import open_envelope, seal_envelope
-from .errors import StateBlobError
+from .errors import MixedStateOwnerError, StateBlobError
 from .model import PartialOutput
 from .tracker import ServerConversationTracker
 
@@ -103,24 +103,9 @@ async def load_state(
         run_state = await RunState.from_json(bound, run_json, **extra)
     except (AgentsException, KeyError, TypeError, ValueError) as exc:
         raise StateBlobError(f"the blob's RunState cannot be restored: {exc}") from exc
-    _check_cursor(state, run_json)
+    try:
+        # The same alignment as a resume: step back over a response the run never processed.
+        state._prepare_resume(run_state)
+    except MixedStateOwnerError as exc:
+        raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
     return state, run_state
-
-
-def _check_cursor(state: ConversationState, run_json: dict[str, Any]) -> None:
-    tracker = state.tracker
-    if tracker is None:
-        return
-    stored = run_json.get("previous_response_id")
-    if tracker.strategy == "previous_response" and run_json.get("auto_previous_response_id"):
-        # A response the run never processed (cancelled right after response.completed).
-        tracker.rollback_to(stored)
-    for name, ours in (
-        ("previous_response_id", tracker.previous_response_id),
-        ("conversation_id", tracker.conversation_id),
-    ):
-        theirs = run_json.get(name)
-        if theirs is not None and theirs != ours:
-            raise StateBlobError(
-                f"the blob's RunState has {name}={theirs!r} but its ledger has {ours!r}"
-            )

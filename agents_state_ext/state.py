@@ -120,7 +120,11 @@ class ConversationState:
 
     @property
     def requests(self) -> list[SentRequest]:
-        """Every request the ledger sent, exactly as sent, oldest first."""
+        """The newest requests the ledger sent, exactly as sent, oldest first.
+
+        The newest ``agents_state_ext.model.REQUEST_HISTORY`` (100) are kept, so a long
+        conversation does not hold every request it ever made.
+        """
         return list(self._binding.requests) if self._binding is not None else []
 
     @property
