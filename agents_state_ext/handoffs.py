@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agents import Agent, Handoff, RunConfig
 
-from . import _compat
 from .errors import HandoffFilterError
+from .validation import walk_agents
 
 if TYPE_CHECKING:
     from .state import ConversationState
@@ -50,21 +50,15 @@ def guard_handoffs(
     callback or hook. Each handoff that would nest history is reported once with a
     :class:`NestedHistoryDisabledWarning` and returned as a :class:`HandoffDowngrade`;
     ``ConversationState.run()`` then runs it with nesting off (``warn=False`` leaves the
-    warning to the caller). Client-managed strategies
-    (replay, session) leave filters and nesting alone and get ``[]``.
+    warning to the caller). Client-managed strategies (replay, session) leave filters and
+    nesting alone and get ``[]``.
     """
     if not state.is_server_managed:
         return []
     run_filter = run_config.handoff_input_filter if run_config is not None else None
     run_nest = bool(run_config.nest_handoff_history) if run_config is not None else False
     downgrades: list[HandoffDowngrade] = []
-    seen: set[int] = set()
-    stack: list[Agent[Any]] = [agent]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    for current in walk_agents(agent):
         for entry in current.handoffs:
             name = f"{current.name} -> {_target_name(entry)}"
             own_filter = entry.input_filter if isinstance(entry, Handoff) else None
@@ -80,9 +74,6 @@ def guard_handoffs(
             if own_nest or (own_nest is None and run_nest):
                 where: Literal["handoff", "run_config"] = "handoff" if own_nest else "run_config"
                 downgrades.append(HandoffDowngrade(handoff=name, where=where))
-            target = entry if isinstance(entry, Agent) else _compat.handoff_target(entry)
-            if isinstance(target, Agent):
-                stack.append(target)
     for downgrade in downgrades if warn else ():
         warn_nesting_disabled(downgrade)
     return downgrades

@@ -379,7 +379,7 @@ class ConversationState:
         if self.tracker is None:
             return None
         if not config.input_guardrails and not any(
-            current.input_guardrails for current, _ in walk_agents(agent)
+            current.input_guardrails for current in walk_agents(agent)
         ):
             return None
         return self.tracker.to_dict()

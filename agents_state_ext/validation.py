@@ -154,24 +154,20 @@ def _check_run_state_ids(
             )
 
 
-def walk_agents(agent: Agent[Any]) -> Iterator[tuple[Agent[Any], Handoff[Any, Any] | None]]:
-    """Every agent reachable by handoff from ``agent`` (cycles handled), with the Handoff
-    object that leads to it when there is one."""
+def walk_agents(agent: Agent[Any]) -> Iterator[Agent[Any]]:
+    """Every agent reachable by handoff from ``agent``, each once (cycles handled)."""
     seen: set[int] = set()
-    stack: list[tuple[Agent[Any], Handoff[Any, Any] | None]] = [(agent, None)]
+    stack = [agent]
     while stack:
-        current, via = stack.pop()
+        current = stack.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        yield current, via
+        yield current
         for entry in current.handoffs:
-            if isinstance(entry, Agent):
-                stack.append((entry, None))
-            elif isinstance(entry, Handoff):
-                target = _compat.handoff_target(entry)
-                if isinstance(target, Agent):
-                    stack.append((target, entry))
+            target = _compat.handoff_target(entry) if isinstance(entry, Handoff) else entry
+            if isinstance(target, Agent):
+                stack.append(target)
 
 
 def _models(agent: Agent[Any] | None, run_config: RunConfig | None) -> Iterator[tuple[str, Any]]:
@@ -179,7 +175,7 @@ def _models(agent: Agent[Any] | None, run_config: RunConfig | None) -> Iterator[
         yield "RunConfig.model", run_config.model
     if agent is None:
         return
-    for current, _ in walk_agents(agent):
+    for current in walk_agents(agent):
         if isinstance(current.model, Model):
             yield f"agent {current.name!r}", current.model
 
@@ -189,7 +185,7 @@ def _output_guardrails(agent: Agent[Any] | None, run_config: RunConfig | None) -
         return "RunConfig"
     if agent is None:
         return None
-    for current, _ in walk_agents(agent):
+    for current in walk_agents(agent):
         if current.output_guardrails:
             return f"agent {current.name!r}"
     return None
@@ -202,5 +198,5 @@ def _store_settings(
         yield "RunConfig", run_config.model_settings.store
     if agent is None:
         return
-    for current, _ in walk_agents(agent):
+    for current in walk_agents(agent):
         yield f"agent {current.name!r}", current.model_settings.store
