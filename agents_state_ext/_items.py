@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "ItemKeys",
+    "content_text",
     "digest",
     "field",
     "item_to_dict",
@@ -29,6 +30,19 @@ def item_to_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, Mapping):
         return dict(item)
     raise TypeError(f"cannot read a conversation item of type {type(item).__name__}")
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's ``content``: a string as is, or its parts' ``text`` joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def field(item: Any, name: str) -> Any:

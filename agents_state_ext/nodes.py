@@ -6,6 +6,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._items import content_text
+
 __all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
 
 Role = Literal["system", "user", "assistant"]
@@ -43,16 +45,7 @@ class Node:
 
     def text(self) -> str:
         """The concatenated text of this node's message content (tool items excluded)."""
-        parts: list[str] = []
-        for item in self.items:
-            content = item.get("content")
-            if isinstance(content, str):
-                parts.append(content)
-            elif isinstance(content, list):
-                for piece in content:
-                    if isinstance(piece, dict) and isinstance(piece.get("text"), str):
-                        parts.append(piece["text"])
-        return "".join(parts)
+        return "".join(content_text(item.get("content")) for item in self.items)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this node."""

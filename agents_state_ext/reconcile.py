@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._items import item_to_dict
+from ._items import content_text, item_to_dict
 from .tracker import ServerConversationTracker
 
 __all__ = ["reconcile_conversation"]
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def _signature(item: Any) -> tuple[str, str, str]:
@@ -23,7 +15,7 @@ def _signature(item: Any) -> tuple[str, str, str]:
     data = item_to_dict(item)
     kind = str(data.get("type") or "message")
     if kind == "message":
-        return (kind, str(data.get("role")), _text(data.get("content")))
+        return (kind, str(data.get("role")), content_text(data.get("content")))
     if "call_id" in data and kind.endswith("_output"):
         return (kind, str(data["call_id"]), str(data.get("output")))
     return (kind, str(data.get("id")), "")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._items import content_text
 from ..errors import ConversationForkError
 from ..nodes import Node
 from .plan import Plan
@@ -148,7 +149,7 @@ def seed_items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
                 role = item.get("role")
                 content = item.get("content")
                 if role == "assistant":
-                    content = _text(content)
+                    content = content_text(content)
                 out.append({"type": "message", "role": role, "content": content})
             elif kind == "function_call":
                 keys = ("call_id", "name", "arguments")
@@ -161,11 +162,3 @@ def seed_items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
                     "server conversation; this branch cannot be forked"
                 )
     return out
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""

@@ -20,6 +20,7 @@ from agents import Agent, set_tracing_disabled
 from rich.console import Console
 from rich.markup import escape
 
+from .._items import content_text
 from ..chat import Attempt, Conversation, open_conversation
 from ..errors import ContextOverflowError
 from ..state import StrategyName
@@ -165,10 +166,7 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
 
 
 def _item_text(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, list):
-        content = "".join(str(p.get("text", "")) for p in content)
-    text = " ".join(str(content).split())
+    text = " ".join(content_text(item.get("content")).split())
     return f"{item.get('role')}:{text[:20]!r}"
 
 

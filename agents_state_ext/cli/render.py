@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from .._items import content_text
 from ..attempts import AttemptRecord
 from ..errors import NodeNotFoundError
 from ..graph import ConversationGraph
@@ -150,10 +151,8 @@ def wire_line(body: Mapping[str, Any]) -> str:
     parts = []
     for item in items:
         if item.get("type", "message") == "message":
-            content = item.get("content")
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content)
-            parts.append(f"{item.get('role')}:{_clip(str(content), 24)!r}")
+            content = content_text(item.get("content"))
+            parts.append(f"{item.get('role')}:{_clip(content, 24)!r}")
         else:
             parts.append(f"{item.get('type')}:{item.get('call_id')}")
     prev = body.get("previous_response_id") or "-"
