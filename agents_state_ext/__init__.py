@@ -19,6 +19,9 @@ from .errors import (
     InvalidTransitionError,
     MixedStateOwnerError,
     NodeNotFoundError,
+    OpenToolCallsError,
+    PreviousResponseNotFoundError,
+    RunInProgressError,
     StateBlobError,
     StateExtError,
     StoreError,
@@ -27,15 +30,23 @@ from .errors import (
 from .filters import tracked_input_filter
 from .graph import ConversationGraph
 from .handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
-from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider
+from .model import TrackedModel, TrackedModelProvider
 from .nodes import Node
+from .run import PartialOutput, RunLifecycle, SentRequest
 from .state import ConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
 from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
-from .tracker import ServerConversationTracker
+from .tracker import (
+    INTERRUPTED_TOOL_OUTPUT,
+    InterruptedToolCallWarning,
+    OpenCallsPolicy,
+    ServerConversationTracker,
+    ToolCallRepair,
+)
 from .validation import validate_run_settings
 
 __all__ = [
+    "INTERRUPTED_TOOL_OUTPUT",
     "Attempt",
     "AttemptDiff",
     "AttemptNotFoundError",
@@ -58,6 +69,7 @@ __all__ = [
     "HandoffFilterError",
     "InMemoryStore",
     "InputFilterError",
+    "InterruptedToolCallWarning",
     "InvalidTargetError",
     "InvalidTransitionError",
     "MessageCounter",
@@ -65,7 +77,12 @@ __all__ = [
     "NestedHistoryDisabledWarning",
     "Node",
     "NodeNotFoundError",
+    "OpenCallsPolicy",
+    "OpenToolCallsError",
     "PartialOutput",
+    "PreviousResponseNotFoundError",
+    "RunInProgressError",
+    "RunLifecycle",
     "SQLiteStore",
     "SentRequest",
     "ServerConversationTracker",
@@ -74,6 +91,7 @@ __all__ = [
     "StoreError",
     "TokenCounter",
     "TokenizerUnavailableError",
+    "ToolCallRepair",
     "TrackedModel",
     "TrackedModelProvider",
     "encoding_for_model",

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
+    "CALL_OUTPUT_TYPES",
     "ItemKeys",
+    "call_of",
     "content_text",
     "digest",
     "field",
@@ -78,6 +80,26 @@ def keys(item: Any) -> ItemKeys:
         call_id if output and isinstance(call_id, str) else None,
         role is None and not output and (kind == "reasoning" or not item_id),
     )
+
+
+CALL_OUTPUT_TYPES = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+}
+"""Client-executed tool call types, each with the output type the API requires after it."""
+
+
+def call_of(item: Any) -> tuple[str, str] | None:
+    """``(call_id, type)`` when ``item`` is a tool call the client must answer, else None."""
+    kind = item.get("type") if type(item) is dict else field(item, "type")
+    if kind not in CALL_OUTPUT_TYPES:
+        return None
+    call_id = field(item, "call_id")
+    return (call_id, kind) if isinstance(call_id, str) and call_id else None
 
 
 def digest(item: Any) -> str:

@@ -17,7 +17,9 @@ class AttemptRecord:
     sent. ``sampling`` is the model settings actually sent (temperature, top_p, seed, ...).
     ``cursor_before`` / ``cursor_after`` are the server cursor (``previous_response_id`` or
     ``conversation_id``) used by and produced by the attempt; ``None`` under client ownership.
-    Times are Unix seconds.
+    ``reseeded_from`` is the ``previous_response_id`` the server had lost when the attempt was
+    sent again on a new chain seeded from the branch (``None``: it was not). Times are Unix
+    seconds. Records stored before a field existed load with its default.
     """
 
     message_id: str
@@ -34,6 +36,7 @@ class AttemptRecord:
     state_owner: str | None = None
     cursor_before: str | None = None
     cursor_after: str | None = None
+    reseeded_from: str | None = None
     response_id: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     status: str = "queued"
@@ -47,7 +50,7 @@ class AttemptRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttemptRecord:
-        """Rebuild a record written by :meth:`to_dict`; unknown keys are ignored."""
+        """Rebuild a record from :meth:`to_dict`; unknown keys are ignored, missing ones default."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in known})
 

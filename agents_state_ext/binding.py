@@ -12,7 +12,8 @@ from agents import Agent, Handoff
 from agents.handoffs import HandoffInputData
 from agents.models.interface import Model
 
-from .model import TrackedModel, _Binding
+from .model import TrackedModel
+from .run import RunLifecycle
 
 __all__ = ["bind_agent", "copy_agent_graph", "keep_session_history"]
 
@@ -68,15 +69,17 @@ def _redirect(entry: Handoff[Any, Any], again: Callable[[Agent[Any]], Agent[Any]
     return dataclasses.replace(entry, on_invoke_handoff=invoke)
 
 
-def bind_agent(agent: Agent[Any], binding: _Binding, seen: dict[int, Agent[Any]]) -> Agent[Any]:
-    """The agent graph with every ``Model`` instance going through ``binding``'s ledger.
+def bind_agent(
+    agent: Agent[Any], lifecycle: RunLifecycle, seen: dict[int, Agent[Any]]
+) -> Agent[Any]:
+    """The agent graph with every ``Model`` instance going through ``lifecycle``'s ledger.
 
     Agents that name their model by string go through the wrapped provider instead. Nesting of
     handoff history is turned off: the server owns the history (see ``guard_handoffs``).
     """
 
     def wrap(model: Model) -> Model:
-        return model if isinstance(model, TrackedModel) else TrackedModel(model, binding)
+        return model if isinstance(model, TrackedModel) else TrackedModel(model, lifecycle)
 
     def no_nesting(entry: Handoff[Any, Any]) -> Handoff[Any, Any]:
         if entry.nest_handoff_history:

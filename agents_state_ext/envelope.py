@@ -65,6 +65,8 @@ def open_envelope(blob: str | bytes, *, key: bytes | str | None = None) -> dict[
         envelope = json.loads(blob)
     except (TypeError, ValueError, UnicodeDecodeError) as exc:
         raise StateBlobError(f"the state blob is not valid JSON (truncated?): {exc}") from exc
+    except RecursionError as exc:
+        raise StateBlobError("the state blob is nested too deeply to be a state") from exc
     if not isinstance(envelope, dict) or envelope.get("format") != ENVELOPE_FORMAT:
         raise StateBlobError(f"not an agents-state-ext state blob (format {ENVELOPE_FORMAT!r})")
     version = envelope.get("version")
@@ -82,7 +84,11 @@ def open_envelope(blob: str | bytes, *, key: bytes | str | None = None) -> dict[
         signature = envelope.get("signature")
         if not isinstance(signature, str):
             raise StateBlobError("the state blob is not signed, but an integrity key was given")
-        expected = hmac.new(_key_bytes(key), _canonical(payload), hashlib.sha256).hexdigest()
+        try:
+            canonical = _canonical(payload)
+        except (RecursionError, ValueError) as exc:
+            raise StateBlobError("the state blob's payload cannot be checked") from exc
+        expected = hmac.new(_key_bytes(key), canonical, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(signature, expected):
             raise StateBlobError("the state blob's signature does not match: it was changed")
     for name, kind in (("strategy", str), ("run_state", dict)):

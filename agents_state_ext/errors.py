@@ -11,6 +11,9 @@ keep working::
     ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
     ├── ConversationForkError                       a branch cannot go on a new server conversation
+    ├── RunInProgressError            (RuntimeError) a second run on a state with one in flight
+    ├── OpenToolCallsError                          function calls the server holds without output
+    ├── PreviousResponseNotFoundError (LookupError) the server no longer knows the chain's cursor
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
     ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
     │   ├── NodeNotFoundError         (KeyError)    an unknown node id
@@ -37,6 +40,9 @@ __all__ = [
     "InvalidTransitionError",
     "MixedStateOwnerError",
     "NodeNotFoundError",
+    "OpenToolCallsError",
+    "PreviousResponseNotFoundError",
+    "RunInProgressError",
     "StateBlobError",
     "StateExtError",
     "StoreError",
@@ -75,6 +81,48 @@ class ConversationForkError(StateExtError):
     new one seeded with its history; this is raised, before anything is sent, when forking is
     off or the history holds items that cannot be copied.
     """
+
+
+class RunInProgressError(StateExtError, RuntimeError):
+    """A run was started on a ``ConversationState`` while another of its runs is in flight.
+
+    Raised before any request: two runs at once would both advance one server cursor. Await
+    the first run (or cancel it) first, or give each concurrent conversation its own state.
+    """
+
+
+class OpenToolCallsError(StateExtError):
+    """The server holds function calls without outputs, and the policy is to ask the app.
+
+    Raised before the next request under ``open_calls="raise"``. ``call_ids`` names the open
+    calls; supply their outputs with ``ConversationState.close_tool_calls(outputs)`` and run
+    again, or switch to the default policy, which closes them as interrupted.
+    """
+
+    def __init__(self, message: str, call_ids: list[str]) -> None:
+        super().__init__(message)
+        self.call_ids = list(call_ids)
+
+
+class PreviousResponseNotFoundError(StateExtError, LookupError):
+    """The Responses API no longer knows the chain's ``previous_response_id``.
+
+    Stored responses expire after a retention period, ``store=False`` responses are never
+    retrievable, and a restarted server forgets them. Nothing was lost on this side: the
+    request's input is pending again in the ledger (``pending``). Re-seed a new chain from the
+    history the app holds with ``ConversationState.reseed(items)`` and run again; the chat layer
+    does this for you from its stored branch.
+    """
+
+    def __init__(
+        self, message: str, previous_response_id: str, pending: list[dict[str, object]]
+    ) -> None:
+        super().__init__(message)
+        self.previous_response_id = previous_response_id
+        self.pending = pending
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class TokenizerUnavailableError(StateExtError, RuntimeError):

@@ -38,22 +38,26 @@ def tracked_input_filter(
     """
 
     async def adapter(data: CallModelData[Any]) -> ModelInputData:
-        binding = state._binding if state is not None else None
+        lifecycle = state.lifecycle if state is not None else None
         ours = False
-        if binding is not None and state is not None:
+        if lifecycle is not None and state is not None:
             # Before the run's first model call no sub-run (agent.as_tool) can be running yet.
-            first_call = binding.owner is None
-            if first_call:
+            first_call = not lifecycle.claimed
+            if first_call and not lifecycle.active:
                 # Runner called directly with run_config(): run() checked none of this yet.
                 _check_bound(data.agent)
                 validate_run_settings(state, agent=data.agent)
                 _check_handoffs(data.agent, state)
-            ours = first_call or state._owns_agent(data.agent)
-        if binding is not None and ours:
             model = getattr(data.agent, "model", None)
-            if binding.tracker.uncertain and isinstance(model, TrackedModel):
-                await binding.settle(model)
-            data.model_data.input = binding.tracker.reduce(data.model_data.input)
+            served = isinstance(model, TrackedModel) and model.serves(lifecycle)
+            ours = first_call or lifecycle.owns_agent(data.agent, served)
+        offered: list[Any] = []
+        if lifecycle is not None and ours:
+            model = getattr(data.agent, "model", None)
+            if lifecycle.tracker.uncertain and isinstance(model, TrackedModel):
+                await lifecycle.settle(model.inner)
+            offered = lifecycle.tracker.reduce(data.model_data.input)
+            data.model_data.input = list(offered)
         if user_filter is None:
             result: Any = data.model_data
         else:
@@ -70,8 +74,8 @@ def tracked_input_filter(
                 "call_model_input_filter must return ModelInputData whose input is a list, got "
                 f"{type(result.input).__name__}"
             )
-        if binding is not None and ours:
-            binding.filter_batch = list(result.input)
+        if lifecycle is not None and ours:
+            lifecycle.filtered(offered, result.input)
         return result
 
     return adapter

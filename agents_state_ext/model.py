@@ -1,16 +1,13 @@
 """The wrapping ``Model``: the one interception point where the ledger meets every model request.
 
-Streaming and non-streaming share :class:`_Call`, so both paths mark, acknowledge and rewind
-exactly the same way.
+Streaming and non-streaming share :class:`~agents_state_ext.run.RequestCall`, so both paths
+mark, acknowledge and rewind exactly the same way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agents.models.interface import Model, ModelProvider, ModelTracing
@@ -22,9 +19,8 @@ from openai.types.responses import (
 )
 
 from . import _compat
-from ._items import item_to_dict
 from .errors import MixedStateOwnerError
-from .reconcile import reconcile_conversation
+from .run import REQUEST_HISTORY, PartialOutput, RequestCall, RunLifecycle, SentRequest
 from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
@@ -43,129 +39,6 @@ __all__ = [
     "TrackedModelProvider",
 ]
 
-REQUEST_HISTORY = 100
-"""How many of a conversation's newest requests ``ConversationState.requests`` keeps."""
-
-
-@dataclass
-class PartialOutput:
-    """What a streamed attempt produced before it ended: its response id and text so far."""
-
-    response_id: str | None = None
-    text: str = ""
-    completed: bool = False
-
-
-@dataclass
-class SentRequest:
-    """One request exactly as the wrapper sent it (for attempt records and tests)."""
-
-    input: list[dict[str, Any]]
-    previous_response_id: str | None
-    conversation_id: str | None
-    streamed: bool
-    response_id: str | None = None
-    error: str | None = None
-
-
-@dataclass
-class _Binding:
-    """State shared by every wrapper of one conversation."""
-
-    tracker: ServerConversationTracker
-    owner: object | None = None
-    filter_batch: list[Any] | None = None
-    partial: PartialOutput | None = None
-    requests: deque[SentRequest] = field(default_factory=lambda: deque(maxlen=REQUEST_HISTORY))
-    reconcile_client: Any | None = None
-
-    def claims(self, owner: object | None) -> bool:
-        """Bind to the first run that calls; other runs (e.g. ``as_tool`` sub-runs) pass through."""
-        if self.owner is None:
-            self.owner = owner
-            return True
-        return self.owner is owner
-
-    async def settle(self, model: object | None) -> None:
-        """Reconcile an uncertain batch against the server before anything else is sent."""
-        if not self.tracker.uncertain:
-            return
-        if isinstance(model, TrackedModel):
-            model = model.inner
-        client = self.reconcile_client or _compat.inner_openai_client(model)
-        if client is None:
-            raise RuntimeError(
-                "conversation reconciliation needs an AsyncOpenAI client: pass client= to "
-                "ConversationState.conversation(...)"
-            )
-        await reconcile_conversation(self.tracker, client)
-
-    def release(self, owner: object | None = None) -> None:
-        if owner is None or owner is self.owner:
-            self.owner = None
-            self.filter_batch = None
-            self.tracker.end_run()
-
-
-class _Call:
-    """The bookkeeping of one request: mark sent, then acknowledge or rewind exactly once."""
-
-    def __init__(
-        self, binding: _Binding, items: list[Any], streamed: bool, *, hidden_retries: bool
-    ) -> None:
-        tracker = binding.tracker
-        # A stateful request is never resent blindly by the openai client's own retries; when
-        # the client makes none anyway, the SDK need not copy it per request to turn them off.
-        self.hidden_retries = hidden_retries
-        self.binding = binding
-        self.items = items
-        self.previous_response_id = tracker.previous_response_id
-        self.conversation_id = tracker.conversation_id
-        self.done = False
-        self.record = SentRequest(
-            input=[item_to_dict(i) for i in items],
-            previous_response_id=self.previous_response_id,
-            conversation_id=self.conversation_id,
-            streamed=streamed,
-        )
-        tracker.mark_sent(items)
-        binding.requests.append(self.record)
-
-    def succeed(self, response_id: str | None, output: list[Any], model: Model) -> None:
-        if self.done:
-            return
-        if response_id is None and self.binding.tracker.strategy == "previous_response":
-            self.fail(None)
-            raise _no_response_id(model)
-        self.done = True
-        self.record.response_id = response_id
-        self.binding.tracker.acknowledge(response_id, output)
-        self.binding.filter_batch = None
-
-    def fail(self, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.record.error = type(error).__name__ if error is not None else "stream ended early"
-        tracker = self.binding.tracker
-        if tracker.strategy == "conversation":
-            # The server may have accepted it: evidence decides before anything is re-sent.
-            tracker.mark_uncertain()
-        else:
-            tracker.rewind()
-
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[None]:
-        try:
-            if self.hidden_retries:
-                with _compat.provider_retries_disabled():
-                    yield
-            else:
-                yield
-        except BaseException as exc:
-            self.fail(exc)
-            raise
-
 
 class TrackedModel(Model):
     """Wraps any ``Model`` so the conversation's ledger sees and shapes every request.
@@ -176,9 +49,13 @@ class TrackedModel(Model):
     failure or cancellation. Calls from another SDK run (``agent.as_tool()``) pass through.
     """
 
-    def __init__(self, inner: Model, binding: _Binding) -> None:
+    def __init__(self, inner: Model, lifecycle: RunLifecycle) -> None:
         self.inner = inner
-        self._binding = binding
+        self.lifecycle = lifecycle
+
+    def serves(self, lifecycle: RunLifecycle) -> bool:
+        """Whether this wrapper sends through ``lifecycle``'s ledger."""
+        return self.lifecycle is lifecycle
 
     # -- shared bookkeeping ------------------------------------------------------------------
 
@@ -188,21 +65,17 @@ class TrackedModel(Model):
         previous_response_id: str | None,
         conversation_id: str | None,
         streamed: bool,
-    ) -> _Call | None:
-        binding = self._binding
-        if not binding.claims(_compat.current_run_owner()):
+    ) -> RequestCall | None:
+        lifecycle = self.lifecycle
+        if not lifecycle.claims(_compat.current_run_owner()):
             return None
-        tracker = binding.tracker
-        _check_ids(tracker, previous_response_id, conversation_id)
-        await binding.settle(self.inner)
+        _check_ids(lifecycle.tracker, previous_response_id, conversation_id)
+        await lifecycle.settle(self.inner)
         items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
-        batch = binding.filter_batch
-        # When the input filter already decided exactly this list, it is sent as it is.
-        filtered = batch is not None and _all_in(items, batch)
-        send = list(items) if filtered else tracker.reduce(items)
-        if streamed:
-            binding.partial = PartialOutput()
-        return _Call(binding, send, streamed, hidden_retries=self._hidden_retries())
+        send, replaced = lifecycle.to_send(items)
+        return lifecycle.request(
+            send, streamed, replaced=replaced, hidden_retries=self._hidden_retries()
+        )
 
     def _hidden_retries(self) -> bool:
         client = _compat.inner_openai_client(self.inner)
@@ -238,7 +111,7 @@ class TrackedModel(Model):
                 output_schema, handoffs, tracing, previous_response_id=call.previous_response_id,
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
-        call.succeed(response.response_id, list(response.output), self.inner)
+        _succeed(call, response.response_id, list(response.output), self.inner)
         return response
 
     async def stream_response(
@@ -265,7 +138,7 @@ class TrackedModel(Model):
             ):  # fmt: skip
                 yield event
             return
-        partial = self._binding.partial or PartialOutput()
+        partial = self.lifecycle.partial or PartialOutput()
         with call.guard():
             async for event in self.inner.stream_response(
                 system_instructions, call.items, self._settings(model_settings), tools,
@@ -279,17 +152,19 @@ class TrackedModel(Model):
                 elif isinstance(event, ResponseCompletedEvent):
                     partial.completed = True
                     # Acknowledge before yielding: the SDK may close us at this yield.
-                    call.succeed(event.response.id or None, list(event.response.output), self.inner)
+                    _succeed(
+                        call, event.response.id or None, list(event.response.output), self.inner
+                    )
                 yield event
             if not call.done:
                 call.fail(None)
 
     def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
         """Delegate with the ids really sent; a stateful request not known safe is unsafe."""
-        binding = self._binding
-        if binding.owner is None or binding.owner is not _compat.current_run_owner():
+        lifecycle = self.lifecycle
+        if not lifecycle.owns(_compat.current_run_owner()):
             return self.inner.get_retry_advice(request)
-        last = binding.requests[-1] if binding.requests else None
+        last = lifecycle.requests[-1] if lifecycle.requests else None
         used = dataclasses.replace(
             request,
             previous_response_id=last.previous_response_id if last else None,
@@ -309,7 +184,7 @@ class TrackedModel(Model):
         return advice
 
     async def _cleanup_on_run_end(self, owner: object) -> None:
-        self._binding.release(owner)
+        self.lifecycle.release(owner)
         await self.inner._cleanup_on_run_end(owner)
 
     def _supports_default_prompt_cache_key(self) -> bool:
@@ -323,7 +198,7 @@ class TrackedModel(Model):
             return settings
         if not _compat.supports_default_prompt_cache_key(self.inner):
             return settings
-        key = self._binding.tracker.prompt_cache_key
+        key = self.lifecycle.tracker.prompt_cache_key
         return dataclasses.replace(settings, extra_args={**extra, "prompt_cache_key": key})
 
     async def close(self) -> None:
@@ -334,25 +209,29 @@ class TrackedModel(Model):
 class TrackedModelProvider(ModelProvider):
     """Wraps a ``ModelProvider`` so every model it resolves goes through the ledger."""
 
-    def __init__(self, inner: ModelProvider, binding: _Binding) -> None:
+    def __init__(self, inner: ModelProvider, lifecycle: RunLifecycle) -> None:
         self.inner = inner
-        self._binding = binding
+        self.lifecycle = lifecycle
 
     def get_model(self, model_name: str | None) -> Model:
         """The inner provider's model for ``model_name``, wrapped."""
         model = self.inner.get_model(model_name)
         if isinstance(model, TrackedModel):
             return model
-        return TrackedModel(model, self._binding)
+        return TrackedModel(model, self.lifecycle)
 
     async def aclose(self) -> None:
         """Close the wrapped provider."""
         await self.inner.aclose()
 
 
-def _all_in(items: list[Any], batch: list[Any]) -> bool:
-    allowed = {id(item) for item in batch}
-    return all(id(item) in allowed for item in items)
+def _succeed(call: RequestCall, response_id: str | None, output: list[Any], model: Model) -> None:
+    if call.done:
+        return
+    if response_id is None and call.lifecycle.tracker.strategy == "previous_response":
+        call.fail(None)
+        raise _no_response_id(model)
+    call.succeed(response_id, output)
 
 
 def _check_ids(

@@ -6,11 +6,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, RunState
-from agents.exceptions import AgentsException
 
+from . import _compat
 from .envelope import open_envelope, seal_envelope
 from .errors import MixedStateOwnerError, StateBlobError
-from .model import PartialOutput
+from .run import PartialOutput
 from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
@@ -50,13 +50,18 @@ def dump_state(
             f"dumps() takes a run result or a RunState, got {type(result_or_run_state).__name__}"
         )
     extra = {"context_serializer": context_serializer} if context_serializer else {}
+    run_json = run_state_json(run_state, **extra)
+    lifecycle = state.lifecycle
+    if lifecycle is not None:
+        # Tool outputs the run produced but never sent travel with the ledger.
+        lifecycle.harvest(result_or_run_state if run_state is not result_or_run_state else run_json)
     tracker = state.tracker
     partial = state.partial
     payload = {
         "strategy": state.strategy,
         "tracker": tracker.to_dict() if tracker is not None else None,
         "partial": dataclasses.asdict(partial) if partial is not None else None,
-        "run_state": run_state_json(run_state, **extra),
+        "run_state": run_json,
     }
     return seal_envelope(payload, key=key)
 
@@ -91,9 +96,10 @@ async def load_state(
     else:
         state = cls("replay")
     partial = payload.get("partial")
-    if isinstance(partial, dict) and state._binding is not None:
+    lifecycle = state.lifecycle
+    if isinstance(partial, dict) and lifecycle is not None:
         try:
-            state._binding.partial = PartialOutput(**partial)
+            lifecycle.partial = PartialOutput(**partial)
         except TypeError as exc:
             raise StateBlobError(f"malformed partial output in the state blob: {exc}") from exc
     run_json = payload["run_state"]
@@ -101,11 +107,13 @@ async def load_state(
     extra = {"context_deserializer": context_deserializer} if context_deserializer else {}
     try:
         run_state = await RunState.from_json(bound, run_json, **extra)
-    except (AgentsException, KeyError, TypeError, ValueError) as exc:
+    except Exception as exc:  # the SDK raises many kinds (even RuntimeError) for a bad RunState
         raise StateBlobError(f"the blob's RunState cannot be restored: {exc}") from exc
-    try:
-        # The same alignment as a resume: step back over a response the run never processed.
-        state._prepare_resume(run_state)
-    except MixedStateOwnerError as exc:
-        raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
+    if lifecycle is not None:
+        try:
+            # The same alignment as a resume: step back over a response the run never processed.
+            lifecycle.prepare_resume(run_state)
+        except MixedStateOwnerError as exc:
+            raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
+    _compat.repair_turn_count(run_state)
     return state, run_state

@@ -11,14 +11,15 @@ from agents.memory import Session
 from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 
-from . import _compat
+from . import _compat, persistence
 from .binding import bind_agent, keep_session_history, session_graph
-from .compaction import CompactionMode, CompactionResult
-from .errors import HandoffFilterError, MixedStateOwnerError
+from .compaction import CompactionMode, CompactionResult, compact_state
+from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
 from .filters import tracked_input_filter
 from .handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
-from .model import PartialOutput, SentRequest, TrackedModel, TrackedModelProvider, _Binding
-from .tracker import ServerConversationTracker
+from .model import TrackedModel, TrackedModelProvider
+from .run import PartialOutput, RunLifecycle, SentRequest
+from .tracker import OpenCallsPolicy, ServerConversationTracker, ToolCallRepair
 from .validation import validate_run_settings, walk_agents
 
 __all__ = ["ConversationState", "StrategyName"]
@@ -47,14 +48,13 @@ class ConversationState:
     ) -> None:
         self.strategy: StrategyName = strategy
         self._session = session
-        self._binding: _Binding | None = None
-        self._graph_ids: set[int] | None = None
+        self._lifecycle: RunLifecycle | None = None
         self.downgrades: list[HandoffDowngrade] = []
         """Handoff settings turned off because the server owns the history (newest last)."""
         if strategy in ("previous_response", "conversation"):
             if tracker is None:
                 raise ValueError(f"the {strategy} strategy needs a tracker")
-            self._binding = _Binding(tracker=tracker, reconcile_client=client)
+            self._lifecycle = RunLifecycle(tracker=tracker, reconcile_client=client)
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -70,18 +70,26 @@ class ConversationState:
 
     @classmethod
     def previous_response(
-        cls, previous_response_id: str | None = None, *, prompt_cache_key: str | None = None
+        cls,
+        previous_response_id: str | None = None,
+        *,
+        prompt_cache_key: str | None = None,
+        open_calls: OpenCallsPolicy = "interrupt",
     ) -> ConversationState:
         """The Responses API owns history, chained by ``previous_response_id``.
 
         ``None`` starts a new chain that then follows itself, like ``auto_previous_response_id``.
         Every request of the conversation carries one stable ``prompt_cache_key`` (generated
         unless given, and kept across dumps/loads) unless the model settings set their own.
+        ``open_calls`` says what closes a tool call an interrupted run left without output when
+        the run never produced one: ``"interrupt"`` (an output saying so) or ``"raise"``
+        (:class:`~agents_state_ext.OpenToolCallsError`; see :meth:`close_tool_calls`).
         """
         tracker = ServerConversationTracker(
             strategy="previous_response",
             previous_response_id=previous_response_id,
             prompt_cache_key=prompt_cache_key,
+            open_calls_policy=open_calls,
         )
         return cls("previous_response", tracker=tracker)
 
@@ -92,17 +100,20 @@ class ConversationState:
         *,
         client: Any | None = None,
         prompt_cache_key: str | None = None,
+        open_calls: OpenCallsPolicy = "interrupt",
     ) -> ConversationState:
         """The Conversations API owns history under ``conversation_id``.
 
         ``client`` (an ``AsyncOpenAI``) is used to read the conversation's items when a request
         failed after the server may have accepted it; by default the model's own client is used.
-        The prompt cache key defaults to one derived from the conversation id.
+        The prompt cache key defaults to one derived from the conversation id. ``open_calls``
+        is as for :meth:`previous_response`.
         """
         tracker = ServerConversationTracker(
             strategy="conversation",
             conversation_id=conversation_id,
             prompt_cache_key=prompt_cache_key or f"agents-state-ext:{conversation_id}",
+            open_calls_policy=open_calls,
         )
         return cls("conversation", tracker=tracker, client=client)
 
@@ -111,12 +122,26 @@ class ConversationState:
     @property
     def tracker(self) -> ServerConversationTracker | None:
         """The ledger of a server strategy; ``None`` for replay and session."""
-        return self._binding.tracker if self._binding is not None else None
+        return self._lifecycle.tracker if self._lifecycle is not None else None
+
+    @property
+    def lifecycle(self) -> RunLifecycle | None:
+        """The run lifecycle of a server strategy (claim, requests, end); ``None`` otherwise."""
+        return self._lifecycle
 
     @property
     def partial(self) -> PartialOutput | None:
         """The newest streamed attempt's response id and text, kept when it was cancelled."""
-        return self._binding.partial if self._binding is not None else None
+        return self._lifecycle.partial if self._lifecycle is not None else None
+
+    @property
+    def repairs(self) -> list[ToolCallRepair]:
+        """Tool calls an interrupted run left open, closed before a later request (newest last).
+
+        Each is also reported with an :class:`~agents_state_ext.InterruptedToolCallWarning`.
+        """
+        tracker = self.tracker
+        return tracker.repairs if tracker is not None else []
 
     @property
     def requests(self) -> list[SentRequest]:
@@ -125,12 +150,48 @@ class ConversationState:
         The newest ``agents_state_ext.model.REQUEST_HISTORY`` (100) are kept, so a long
         conversation does not hold every request it ever made.
         """
-        return list(self._binding.requests) if self._binding is not None else []
+        return list(self._lifecycle.requests) if self._lifecycle is not None else []
 
     @property
     def is_server_managed(self) -> bool:
         """Whether a server (Responses or Conversations API) owns this conversation's history."""
-        return self._binding is not None
+        return self._lifecycle is not None
+
+    # -- repairing what an interruption left -------------------------------------------------
+
+    def close_tool_calls(self, outputs: dict[str, str]) -> None:
+        """Answer tool calls the server holds open (call id -> output); sent with the next request.
+
+        For the ``open_calls="raise"`` policy, after :class:`~agents_state_ext.OpenToolCallsError`
+        named the calls. An unknown call id raises ``KeyError`` and nothing is kept.
+        """
+        tracker = self._server_tracker("close_tool_calls")
+        tracker.supply_outputs(outputs)
+
+    def reseed(self, items: list[Any]) -> None:
+        """Start a new ``previous_response_id`` chain from ``items``, the history the app holds.
+
+        For :class:`~agents_state_ext.PreviousResponseNotFoundError`: the next request carries
+        ``items`` (then anything still pending) without a ``previous_response_id``, and the
+        conversation follows the new chain. Give the history as the model should see it, for
+        instance ``result.to_input_list()`` of the last good run or a budgeted selection.
+        """
+        tracker = self._server_tracker("reseed")
+        if tracker.strategy != "previous_response":
+            raise ValueError(
+                "reseed() starts a new previous_response_id chain; a conversation strategy "
+                "continues on a new conversation instead (create it with the items and use "
+                "ConversationState.conversation(new_id))"
+            )
+        if self._lifecycle is not None and self._lifecycle.active:
+            raise RunInProgressError("reseed() while a run is in flight")
+        tracker.restart(list(items))
+
+    def _server_tracker(self, action: str) -> ServerConversationTracker:
+        tracker = self.tracker
+        if tracker is None:
+            raise ValueError(f"{action}() needs a server strategy; this is {self.strategy}")
+        return tracker
 
     # -- configuring runs --------------------------------------------------------------------
 
@@ -149,8 +210,8 @@ class ConversationState:
         # adapter=False: run() has checked and bound everything the adapter would check on the
         # first call, so without a user filter the SDK's filter step can be skipped altogether.
         # own=True: ``base`` was made for this run, so it is changed in place, not copied.
-        binding = self._binding
-        if binding is None:
+        lifecycle = self._lifecycle
+        if lifecycle is None:
             config = dataclasses.replace(base)
             if base.call_model_input_filter is not None:
                 config.call_model_input_filter = tracked_input_filter(base.call_model_input_filter)
@@ -164,15 +225,16 @@ class ConversationState:
             )
         provider = base.model_provider
         if not isinstance(provider, TrackedModelProvider):
-            provider = TrackedModelProvider(provider, binding)
+            provider = TrackedModelProvider(provider, lifecycle)
         model = base.model
         if isinstance(model, Model) and not isinstance(model, TrackedModel):
-            model = TrackedModel(model, binding)
+            model = TrackedModel(model, lifecycle)
         user_filter = base.call_model_input_filter
         config = base if own else dataclasses.replace(base)
         config.model = model
         config.model_provider = provider
         config.nest_handoff_history = False
+        config.session_input_callback = _refuse_session(self.strategy)
         config.call_model_input_filter = (
             tracked_input_filter(user_filter, state=self)
             if adapter or user_filter is not None
@@ -182,18 +244,22 @@ class ConversationState:
 
     def _prepare(
         self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
-    ) -> tuple[Agent[Any], dict[str, Any]]:
+    ) -> tuple[Agent[Any], set[int], dict[str, Any]]:
         base = runner_kwargs.get("run_config")
         owners = {key: runner_kwargs[key] for key in _OWNER_KWARGS if key in runner_kwargs}
         validate_run_settings(self, agent=agent, input=input, run_config=base, **owners)
-        self._prepare_resume(input)
+        if isinstance(input, RunState) and self._lifecycle is not None:
+            self._lifecycle.prepare_resume(input)
+        if isinstance(input, RunState):
+            _compat.repair_turn_count(input)
         known = {d.handoff for d in self.downgrades}
         for downgrade in guard_handoffs(agent, self, base, warn=False):
             if downgrade.handoff not in known:
                 warn_nesting_disabled(downgrade)
                 self.downgrades.append(downgrade)
         kwargs = self._runner_kwargs(runner_kwargs)
-        return self._bind(agent), kwargs
+        bound, graph = self._bind_graph(agent)
+        return bound, graph, kwargs
 
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
@@ -222,21 +288,16 @@ class ConversationState:
         return self._bind(agent)
 
     def _bind(self, agent: Agent[Any]) -> Agent[Any]:
-        if self.strategy == "session":
-            return session_graph(agent, {})
-        if self._binding is None:
-            return agent
-        seen: dict[int, Agent[Any]] = {}
-        bound = bind_agent(agent, self._binding, seen)
-        self._graph_ids = {id(copy) for copy in seen.values()}
-        self._binding.release()
-        return bound
+        return self._bind_graph(agent)[0]
 
-    def _owns_agent(self, agent: object) -> bool:
-        model = getattr(agent, "model", None)
-        if isinstance(model, TrackedModel) and model._binding is self._binding:
-            return True
-        return self._graph_ids is None or id(agent) in self._graph_ids
+    def _bind_graph(self, agent: Agent[Any]) -> tuple[Agent[Any], set[int]]:
+        if self.strategy == "session":
+            return session_graph(agent, {}), set()
+        if self._lifecycle is None:
+            return agent, set()
+        seen: dict[int, Agent[Any]] = {}
+        bound = bind_agent(agent, self._lifecycle, seen)
+        return bound, {id(copy) for copy in seen.values()}
 
     # -- running -----------------------------------------------------------------------------
 
@@ -246,37 +307,59 @@ class ConversationState:
         For server strategies a run is a transaction: if an input guardrail trips, the rejected
         input is dropped and the cursor goes back to where the run began.
         """
-        bound, kwargs = self._prepare(agent, input, runner_kwargs)
+        lifecycle = self._lifecycle
+        if lifecycle is not None:
+            lifecycle.ensure_idle()
+        bound, graph, kwargs = self._prepare(agent, input, runner_kwargs)
         snapshot = self._snapshot(bound, kwargs["run_config"])
-        try:
+        if lifecycle is None:
             return await Runner.run(bound, input, **kwargs)
+        lifecycle.begin(input, graph)
+        result: RunResult | None = None
+        error: BaseException | None = None
+        try:
+            result = await Runner.run(bound, input, **kwargs)
+            return result
         except InputGuardrailTripwireTriggered:
             self._restore(snapshot)
             raise
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
-            if self._binding is not None:
-                self._binding.release()
+            lifecycle.end(result, error)
 
     def run_streamed(
         self, agent: Agent[Any], input: Any, **runner_kwargs: Any
     ) -> RunResultStreaming:
         """Like :meth:`run`, streamed; the same requests go over the wire."""
-        bound, kwargs = self._prepare(agent, input, runner_kwargs)
+        lifecycle = self._lifecycle
+        if lifecycle is not None:
+            lifecycle.ensure_idle()
+        bound, graph, kwargs = self._prepare(agent, input, runner_kwargs)
         snapshot = self._snapshot(bound, kwargs["run_config"])
-        result = Runner.run_streamed(bound, input, **kwargs)
+        if lifecycle is None:
+            return Runner.run_streamed(bound, input, **kwargs)
+        lifecycle.begin(input, graph)
+        try:
+            result = Runner.run_streamed(bound, input, **kwargs)
+        except BaseException as exc:
+            lifecycle.end(None, exc)
+            raise
         task = result.run_loop_task
-        if task is not None and self._binding is not None:
-            binding = self._binding
+        if task is None:
+            lifecycle.end(result)
+            return result
 
-            def finished(_: object) -> None:
-                error = _compat.stored_stream_exception(result)
-                if not task.cancelled() and task.exception() is not None:
-                    error = task.exception()
-                if isinstance(error, InputGuardrailTripwireTriggered):
-                    self._restore(snapshot)
-                binding.release()
+        def finished(_: object) -> None:
+            error = _compat.stored_stream_exception(result)
+            if not task.cancelled() and task.exception() is not None:
+                error = task.exception()
+            if isinstance(error, InputGuardrailTripwireTriggered):
+                self._restore(snapshot)
+            lifecycle.end(result, error)
 
-            task.add_done_callback(finished)
+        task.add_done_callback(finished)
         return result
 
     # -- compaction ----------------------------------------------------------------------------
@@ -300,8 +383,6 @@ class ConversationState:
         follows. Replay and session conversations get the compacted items back to use.
         History is never compacted locally and also replayed through the server chain.
         """
-        from .compaction import compact_state
-
         return await compact_state(
             self, client=client, model=model, items=items, mode=mode, store=store
         )
@@ -322,9 +403,9 @@ class ConversationState:
         ``key`` it is signed (HMAC-SHA256) so :meth:`loads` rejects a changed blob. No API key
         is written.
         """
-        from .persistence import dump_state
-
-        return dump_state(self, result_or_run_state, key=key, context_serializer=context_serializer)
+        return persistence.dump_state(
+            self, result_or_run_state, key=key, context_serializer=context_serializer
+        )
 
     @classmethod
     async def loads(
@@ -344,34 +425,10 @@ class ConversationState:
         returned RunState is already bound to the restored ledger. A session conversation
         needs its ``session`` again.
         """
-        from .persistence import load_state
-
-        return await load_state(
+        return await persistence.load_state(
             cls, agent, blob, key=key, session=session, client=client,
             context_deserializer=context_deserializer,
         )  # fmt: skip
-
-    def _prepare_resume(self, input: Any) -> None:
-        if not isinstance(input, RunState):
-            return
-        tracker = self.tracker
-        if tracker is not None:
-            previous_response_id, conversation_id = _compat.run_state_ids(input)
-            if tracker.strategy == "previous_response" and _compat.run_state_is_chained(input):
-                # Responses the run never processed (a cancel right after response.completed)
-                # are stepped back over, so the resumed run forks from where it stands.
-                tracker.rollback_to(previous_response_id)
-            for name, theirs, ours in (
-                ("previous_response_id", previous_response_id, tracker.previous_response_id),
-                ("conversation_id", conversation_id, tracker.conversation_id),
-            ):
-                if theirs is not None and theirs != ours:
-                    raise MixedStateOwnerError(
-                        f"the RunState being resumed has {name}={theirs!r}, but this "
-                        f"conversation's ledger has {ours!r}: it belongs to another "
-                        "conversation (restore both with ConversationState.loads)"
-                    )
-        _compat.repair_turn_count(input)
 
     def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
         # Only an input guardrail can undo a run (see run()); without one, skip the copy,
@@ -385,9 +442,27 @@ class ConversationState:
         return self.tracker.to_dict()
 
     def _restore(self, snapshot: dict[str, Any] | None) -> None:
-        if snapshot is None or self._binding is None:
+        if self._lifecycle is None:
             return
-        self._binding.tracker = ServerConversationTracker.from_dict(snapshot)
+        self._lifecycle.drop_input()
+        if snapshot is not None:
+            self._lifecycle.tracker = ServerConversationTracker.from_dict(snapshot)
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
+
+
+def _refuse_session(strategy: str) -> Any:
+    """A ``session_input_callback`` that refuses the run: a session beside a server owner.
+
+    The SDK calls it only when a ``session`` was passed to ``Runner``, before any request.
+    """
+
+    def refuse(history: list[Any], new_input: list[Any]) -> list[Any]:
+        raise MixedStateOwnerError(
+            f"a session was passed to Runner, but this conversation's state is owned by the "
+            f"server ({strategy} strategy) through run_config(): two owners would duplicate "
+            "history. Drop session=, or use ConversationState.session(session) instead"
+        )
+
+    return refuse

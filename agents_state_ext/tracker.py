@@ -4,24 +4,68 @@ from __future__ import annotations
 
 import copy
 import uuid
+import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ._items import ItemKeys, item_to_dict
+from ._items import ItemKeys, call_of, item_to_dict
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
-from .errors import StateBlobError
+from .errors import OpenToolCallsError, StateBlobError
 
-__all__ = ["ServerConversationTracker"]
+__all__ = [
+    "INTERRUPTED_TOOL_OUTPUT",
+    "InterruptedToolCallWarning",
+    "OpenCallsPolicy",
+    "ServerConversationTracker",
+    "ToolCallRepair",
+]
 
-TRACKER_VERSION = 1
+TRACKER_VERSION = 2
 # Changelog of the serialized form (to_dict):
 #   1: first version.
+#   2: open calls, unsent tool outputs, repairs and the open-calls policy; journal entries
+#      name the calls each response opened and closed. Version 1 data reads as having none.
 
 Strategy = Literal["previous_response", "conversation"]
+OpenCallsPolicy = Literal["interrupt", "raise"]
+"""What happens to a function call the server holds without output when the next request goes
+out and the run never produced its output: ``interrupt`` closes it with
+:data:`INTERRUPTED_TOOL_OUTPUT`; ``raise`` raises :class:`~agents_state_ext.OpenToolCallsError`
+so the app can supply outputs."""
 JOURNAL_LENGTH = 8
+REPAIR_HISTORY = 100
+INTERRUPTED_TOOL_OUTPUT = (
+    "[agents-state-ext] This tool call was interrupted before it produced an output; "
+    "it was not completed."
+)
+"""The output a synthesized closure of an interrupted function call carries to the model."""
+# Outputs that are plain text, so an interrupted call of that type can be closed with text.
+_TEXT_OUTPUTS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+}
+
+
+class InterruptedToolCallWarning(UserWarning):
+    """A function call the server held without output was closed before the next request."""
+
+
+@dataclass(frozen=True)
+class ToolCallRepair:
+    """One tool call the server held without an output, closed before the next request."""
+
+    call_id: str
+    closed_with: Literal["output", "interrupted"]
+    """``output``: the run's real output, produced but never sent (or supplied by the app);
+    ``interrupted``: a synthesized output saying the call was interrupted."""
+
+    def to_dict(self) -> dict[str, str]:
+        """A JSON-ready dict."""
+        return asdict(self)
 
 
 class ServerConversationTracker:
@@ -56,6 +100,7 @@ class ServerConversationTracker:
         conversation_id: str | None = None,
         max_digests: int = 4096,
         prompt_cache_key: str | None = None,
+        open_calls_policy: OpenCallsPolicy = "interrupt",
     ) -> None:
         if strategy == "conversation" and not conversation_id:
             raise ValueError("the conversation strategy needs a conversation_id")
@@ -63,6 +108,10 @@ class ServerConversationTracker:
             raise ValueError("the previous_response strategy cannot hold a conversation_id")
         if max_digests < 1:
             raise ValueError("max_digests must be positive")
+        if open_calls_policy not in ("interrupt", "raise"):
+            raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
+        self.open_calls_policy: OpenCallsPolicy = open_calls_policy
+        """What closes an open call whose output the run never produced (see OpenCallsPolicy)."""
         self.strategy: Strategy = strategy
         self._previous_response_id = previous_response_id
         self._conversation_id = conversation_id
@@ -77,9 +126,18 @@ class ServerConversationTracker:
         self._uncertain: list[Any] = []
         self._last_item_id: str | None = None
         self._acked_objects: dict[int, Any] = {}
+        # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
+        # copies of the run's initial input again on later turns when a filter rewrote it.
+        self._consumed: set[str] = set()
         # The newest acknowledgements, so a resume can step back over a response the SDK
         # never processed (e.g. a stream cancelled right after response.completed).
         self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
+        # Tool calls the server holds without an output (call id -> call type), the outputs the
+        # run produced for them but never sent, and the closures handed out but not yet sent.
+        self._open: dict[str, str] = {}
+        self._unsent: dict[str, Any] = {}
+        self._closing: dict[str, Any] = {}
+        self._repairs: deque[ToolCallRepair] = deque(maxlen=REPAIR_HISTORY)
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -113,6 +171,44 @@ class ServerConversationTracker:
         """Whether a request has been marked sent and is neither acknowledged nor rewound."""
         return self._in_flight is not None
 
+    @property
+    def open_calls(self) -> list[str]:
+        """Call ids of tool calls the server holds without an output, oldest first."""
+        return list(self._open)
+
+    @property
+    def unsent_outputs(self) -> list[dict[str, Any]]:
+        """Tool outputs for open calls that the run produced but never sent (copies)."""
+        return [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()]
+
+    @property
+    def repairs(self) -> list[ToolCallRepair]:
+        """The newest open calls closed before a request (100 kept), oldest first."""
+        return list(self._repairs)
+
+    def record_output(self, item: Any) -> bool:
+        """Keep a tool output the run produced for an open call, to close it with if unsent.
+
+        Returns whether it was kept (False: no such open call, or its output was sent).
+        """
+        call_id = _keys(item).output_call_id
+        if call_id is None or call_id not in self._open:
+            return False
+        self._unsent[call_id] = item
+        self._closing.pop(call_id, None)
+        return True
+
+    def supply_outputs(self, outputs: Mapping[str, str]) -> None:
+        """Give open calls their outputs (call id -> output text); sent with the next request.
+
+        An unknown or already answered call id raises ``KeyError`` and nothing is kept.
+        """
+        unknown = [call_id for call_id in outputs if call_id not in self._open]
+        if unknown:
+            raise KeyError(f"no open tool call with id {unknown[0]!r} (open: {self.open_calls})")
+        for call_id, text in outputs.items():
+            self.record_output(_closure(call_id, self._open[call_id], str(text)))
+
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
         return item_id in self._item_ids
@@ -137,6 +233,8 @@ class ServerConversationTracker:
             return True
         if item_id is None and digestible:
             return _digest(item) in self._digests
+        if item_id is None and call_id is None and self._consumed:
+            return _digest(item) in self._consumed
         return False
 
     def reduce(self, items: Sequence[Any]) -> list[Any]:
@@ -160,7 +258,64 @@ class ServerConversationTracker:
                 # Sent before an item the server acknowledged existed: it is in the chain.
                 continue
             result.append(item)
+        return self._close_calls(result)
+
+    def _close_calls(self, batch: list[Any]) -> list[Any]:
+        """``batch`` with every call it leaves without an output answered exactly once.
+
+        Calls the server holds open are answered in front (their output belongs right after
+        them in the chain); a call carried by ``batch`` itself (a re-seeded window) right after
+        that call. The answer is the run's real output when it produced one, else a synthesized
+        one (or :class:`~agents_state_ext.OpenToolCallsError` under the ``raise`` policy).
+        """
+        carried = {k.output_call_id for k in map(_keys, batch)} - {None}
+        front = [(c, kind) for c, kind in self._open.items() if c not in carried]
+        inline: dict[int, tuple[str, str]] = {}
+        for index, item in enumerate(batch):
+            call = call_of(item)
+            if call is not None and call[0] not in carried and call[0] not in self._call_ids:
+                inline[index] = call
+        if not front and not inline:
+            return batch
+        wanted = [*front, *inline.values()]
+        lacking = [c for c, kind in wanted if c not in self._unsent and c not in self._closing]
+        if lacking and (
+            self.open_calls_policy == "raise"
+            or any(kind not in _TEXT_OUTPUTS for c, kind in wanted if c in lacking)
+        ):
+            raise OpenToolCallsError(
+                f"the server holds tool calls without outputs ({', '.join(lacking)}) and this "
+                "run did not produce them; supply them with ConversationState.close_tool_calls"
+                "({call_id: output}) and run again",
+                lacking,
+            )
+        result = [self._closing_item(c, kind) for c, kind in front]
+        for index, item in enumerate(batch):
+            result.append(item)
+            if index in inline:
+                result.append(self._closing_item(*inline[index]))
         return result
+
+    def _closing_item(self, call_id: str, kind: str) -> Any:
+        if call_id in self._closing:
+            return self._closing[call_id]
+        item = self._unsent.pop(call_id, None)
+        repair = ToolCallRepair(call_id, "output" if item is not None else "interrupted")
+        if item is None:
+            item = _closure(call_id, kind, INTERRUPTED_TOOL_OUTPUT)
+        self._closing[call_id] = item
+        self._repairs.append(repair)
+        warnings.warn(
+            f"tool call {call_id} was left without an output by an interrupted run; it is "
+            + (
+                "answered now with the output the run produced"
+                if repair.closed_with == "output"
+                else "closed now as interrupted"
+            ),
+            InterruptedToolCallWarning,
+            stacklevel=2,
+        )
+        return item
 
     @staticmethod
     def _waiting(
@@ -181,24 +336,35 @@ class ServerConversationTracker:
             # A request that never reported back (e.g. a killed task): keep its items.
             self.rewind()
         batch = list(items)
+        for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
+            del self._closing[call_id]
         self._pending = self._waiting(self._pending, batch)
         self._uncertain = self._waiting(self._uncertain, batch)
         self._in_flight = batch
 
-    def acknowledge(self, response_id: str | None, output: Iterable[Any] = ()) -> None:
-        """The in-flight request succeeded: the server now holds its input and ``output``."""
+    def hold(self, items: Sequence[Any]) -> None:
+        """Input a run was given but never sent: pending, so the next request carries it once."""
+        fresh = [item for item in items if not self.is_acknowledged(item)]
+        self._pending = [*self._pending, *self._waiting(fresh, self._pending)]
+
+    def acknowledge(
+        self, response_id: str | None, output: Iterable[Any] = (), *, consumed: Iterable[Any] = ()
+    ) -> None:
+        """The in-flight request succeeded: the server now holds its input and ``output``.
+
+        ``consumed`` are items the request stood for without carrying them (the input a
+        ``call_model_input_filter`` replaced): offered again within this run (the same object,
+        or for id-less input a copy with the same content), they are dropped.
+        """
         batch = self._in_flight or []
         self._in_flight = None
-        entry: dict[str, Any] = {
-            "response_id": response_id,
-            "previous": self._previous_response_id,
-            "sent": batch,  # the objects themselves; copied only when serialized
-            "item_ids": [],
-            "call_ids": [],
-            "digests": [],
-        }
+        entry = _new_entry(response_id, self._previous_response_id, batch)
         for item in [*batch, *output]:
             self._remember(item, entry)
+        for item in consumed:
+            self._acked_objects[id(item)] = item
+            if _keys(item).item_id is None:
+                self._consumed.add(_digest(item))
         if response_id is not None and self.strategy == "previous_response":
             self._previous_response_id = response_id
             self._journal.append(entry)
@@ -253,6 +419,10 @@ class ServerConversationTracker:
         """
         if self._in_flight is not None:
             self.rewind()
+        # The calls the old chain left open are not in the new one (unless the window has them).
+        self._open.clear()
+        self._unsent.clear()
+        self._closing.clear()
         if self.strategy == "conversation":
             if not conversation_id:
                 raise ValueError("restarting a conversation tracker needs the new conversation_id")
@@ -270,8 +440,9 @@ class ServerConversationTracker:
         self._uncertain = []
 
     def end_run(self) -> None:
-        """Forget per-process object identities; called when the SDK run that used them ends."""
+        """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
         self._acked_objects.clear()
+        self._consumed.clear()
 
     def rollback_to(self, previous_response_id: str | None) -> bool:
         """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.
@@ -299,6 +470,15 @@ class ServerConversationTracker:
             for digest in entry["digests"]:
                 self._digests.pop(digest, None)
             self._requeue(list(entry["sent"]))
+            for call_id, kind in entry["closed"]:
+                self._open[call_id] = kind
+            # Calls this response made are gone from the chain, and so are answers to them.
+            opened = set(entry["opened"])
+            for call_id in opened:
+                self._open.pop(call_id, None)
+                self._unsent.pop(call_id, None)
+                self._closing.pop(call_id, None)
+            self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
         self._previous_response_id = previous_response_id
         self._acked_objects.clear()
         return True
@@ -315,6 +495,15 @@ class ServerConversationTracker:
             if entry is not None and call_id not in self._call_ids:
                 entry["call_ids"].append(call_id)
             self._call_ids.add(call_id)
+            kind = self._open.pop(call_id, None)
+            self._unsent.pop(call_id, None)
+            if kind is not None and entry is not None:
+                entry["closed"].append([call_id, kind])
+        call = call_of(item)
+        if call is not None and call[0] not in self._call_ids and call[0] not in self._open:
+            self._open[call[0]] = call[1]
+            if entry is not None:
+                entry["opened"].append(call[0])
         if digestible:
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
@@ -328,9 +517,17 @@ class ServerConversationTracker:
     # -- serialization -----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready, versioned snapshot; an in-flight request is saved as pending."""
+        """A JSON-ready, versioned snapshot.
+
+        A request in flight is saved as pending under previous_response (re-sent from the old
+        cursor, it forks the chain) and as uncertain under conversation (the server may accept
+        it, so it is reconciled before anything is re-sent).
+        """
         pending = list(self._pending)
-        if self._in_flight is not None:
+        uncertain = list(self._uncertain)
+        if self._in_flight is not None and self.strategy == "conversation":
+            uncertain = self._in_flight + uncertain
+        elif self._in_flight is not None:
             pending = self._in_flight + pending
         return {
             "version": TRACKER_VERSION,
@@ -344,7 +541,11 @@ class ServerConversationTracker:
             "digests": list(self._digests),
             "last_item_id": self._last_item_id,
             "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
-            "uncertain": [copy.deepcopy(item_to_dict(i)) for i in self._uncertain],
+            "uncertain": [copy.deepcopy(item_to_dict(i)) for i in uncertain],
+            "open_calls_policy": self.open_calls_policy,
+            "open_calls": dict(self._open),
+            "unsent_outputs": [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()],
+            "repairs": [r.to_dict() for r in self._repairs],
             "journal": [
                 {
                     **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
@@ -372,6 +573,7 @@ class ServerConversationTracker:
                 conversation_id=data.get("conversation_id"),
                 max_digests=int(data.get("max_digests", 4096)),
                 prompt_cache_key=data.get("prompt_cache_key"),
+                open_calls_policy=data.get("open_calls_policy", "interrupt"),
             )
             tracker._item_ids = {str(i) for i in data.get("item_ids", [])}
             tracker._call_ids = {str(i) for i in data.get("call_ids", [])}
@@ -380,7 +582,13 @@ class ServerConversationTracker:
             tracker._pending = [dict(i) for i in data.get("pending", [])]
             tracker._uncertain = [dict(i) for i in data.get("uncertain", [])]
             tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
-        except (KeyError, TypeError, ValueError) as exc:
+            tracker._open = {str(c): str(k) for c, k in dict(data.get("open_calls", {})).items()}
+            for output in data.get("unsent_outputs", []):
+                tracker.record_output(dict(output))
+            tracker._repairs.extend(
+                ToolCallRepair(str(r["call_id"]), r["closed_with"]) for r in data.get("repairs", [])
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
 
@@ -393,14 +601,36 @@ class ServerConversationTracker:
         )
 
 
+def _new_entry(response_id: str | None, previous: str | None, sent: list[Any]) -> dict[str, Any]:
+    return {
+        "response_id": response_id,
+        "previous": previous,
+        "sent": sent,  # the objects themselves; copied only when serialized
+        "item_ids": [],
+        "call_ids": [],
+        "digests": [],
+        "opened": [],
+        "closed": [],
+    }
+
+
 def _journal_entry(data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise TypeError("a journal entry must be an object")
-    return {
-        "response_id": data.get("response_id"),
-        "previous": data.get("previous"),
-        "sent": [dict(item) for item in data.get("sent", [])],
-        "item_ids": [str(i) for i in data.get("item_ids", [])],
-        "call_ids": [str(i) for i in data.get("call_ids", [])],
-        "digests": [str(d) for d in data.get("digests", [])],
-    }
+    entry = _new_entry(
+        data.get("response_id"), data.get("previous"), [dict(i) for i in data.get("sent", [])]
+    )
+    entry["item_ids"] = [str(i) for i in data.get("item_ids", [])]
+    entry["call_ids"] = [str(i) for i in data.get("call_ids", [])]
+    entry["digests"] = [str(d) for d in data.get("digests", [])]
+    entry["opened"] = [str(c) for c in data.get("opened", [])]
+    entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
+    return entry
+
+
+def _closure(call_id: str, kind: str, text: str) -> dict[str, Any]:
+    return {"type": _TEXT_OUTPUTS.get(kind, f"{kind}_output"), "call_id": call_id, "output": text}
+
+
+def _holds(batch: list[Any], item: Any) -> bool:
+    return any(each is item for each in batch)

@@ -16,3 +16,9 @@ NAMES = [*agents_state_ext.__all__, *agents_state_ext.testing.__all__]
 @pytest.mark.parametrize("name", NAMES)
 def test_every_public_name_has_a_section(name: str) -> None:
     assert f"### `{name}`" in API
+
+
+def test_the_reference_is_generated_from_the_current_docstrings() -> None:
+    from tools.api_reference import render
+
+    assert render() == API, "docs/api.md is stale: run `python -m tools.api_reference`"

@@ -30,6 +30,12 @@ class Attempt:
     end when not streamed). :meth:`stop` cancels it; the text received so far is stored with
     status ``cancelled``. Awaiting a failed attempt raises its error, after it was stored as
     ``failed``; awaiting a stopped one returns normally.
+
+    Under ``previous_response``, when the server no longer knows the response the attempt
+    chains from, the attempt is sent once more on a new chain seeded from the branch
+    (``AttemptRecord.reseeded_from``). When another handle on the same chat moved the branch
+    head meanwhile, the attempt is still stored in its final status, off the active branch,
+    and awaiting it raises ``ConcurrentUpdateError`` (or its own error if it failed).
     """
 
     def __init__(
@@ -91,7 +97,7 @@ class Attempt:
     # -- waiting, streaming, stopping --------------------------------------------------------
 
     async def wait(self) -> Attempt:
-        """Wait until the attempt has ended; re-raise its error if it failed."""
+        """Wait until the attempt has ended; re-raise its error (it failed, or lost a race)."""
         await asyncio.shield(self._task)
         if self.error is not None:
             raise self.error
@@ -129,9 +135,7 @@ class Attempt:
     async def _drive(self) -> None:
         chat = self._chat
         try:
-            state, input = await chat._prepare(self)
-            self._call = asyncio.get_running_loop().create_task(self._run(state, input))
-            result = await self._call
+            result, state = await self._answer()
             chat._complete(self, result, state)
         except asyncio.CancelledError:
             await self._settle_cancel()
@@ -142,9 +146,31 @@ class Attempt:
             chat._fail(self, exc)
         finally:
             chat._released(self)
-            if self.error is None and not self.stream and self.status == "complete":
+            if not self.stream and self.status == "complete":
                 self._deltas.put_nowait(self.text)
             self._deltas.put_nowait(None)
+
+    async def _answer(self) -> tuple[RunResultBase, ConversationState]:
+        """Run the attempt, and once more on a new chain if the server lost its cursor."""
+        chat = self._chat
+        state, input = await chat._prepare(self)
+        try:
+            return await self._call_model(state, input), state
+        except Exception as exc:
+            lost = chat._lost_cursor(self, exc)
+            if lost is None:
+                raise
+        if self._stopping:  # stopped while the lost request was failing: send nothing more
+            raise asyncio.CancelledError
+        chat._reseed(self, lost)
+        state, input = await chat._prepare(self)
+        return await self._call_model(state, input), state
+
+    async def _call_model(
+        self, state: ConversationState, input: list[dict[str, Any]]
+    ) -> RunResultBase:
+        self._call = asyncio.get_running_loop().create_task(self._run(state, input))
+        return await self._call
 
     async def _settle_cancel(self) -> None:
         self._cancel_call()

@@ -5,13 +5,18 @@ It joins a :class:`~agents_state_ext.ConversationGraph` (what was said, on which
 a compare-and-set on the branch head) and, per attempt, a
 :class:`~agents_state_ext.ConversationState` of the chat's strategy (who owns what is sent).
 Every attempt writes its :class:`~agents_state_ext.AttemptRecord` when it starts and ends.
+
+Several handles may share one chat (``open_conversation`` twice on one store). A handle whose
+compare-and-set loses re-reads the store and raises ``ConcurrentUpdateError``; an attempt that
+ends after another handle moved the head is still stored in its final status, off the branch
+the other handle made active.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agents import Agent
@@ -21,7 +26,12 @@ from agents.result import RunResultBase
 from .. import _compat
 from ..attempts import AttemptDiff, AttemptRecord, explain
 from ..context import ContextIndex
-from ..errors import AttemptNotFoundError, InvalidTransitionError
+from ..errors import (
+    AttemptNotFoundError,
+    ConcurrentUpdateError,
+    InvalidTransitionError,
+    MixedStateOwnerError,
+)
 from ..graph import ConversationGraph
 from ..nodes import Node
 from ..state import ConversationState, StrategyName
@@ -30,9 +40,13 @@ from ..tokens import MessageCounter, TokenCounter
 from .attempt import Attempt
 from .forks import ServerConversations, place
 from .plan import nearest_complete_assistant, plan_request
+from .reseed import previous_response_lost
 from .session import GraphSession
 
-__all__ = ["Conversation", "check_budget", "model_name"]
+__all__ = ["Conversation", "check_budget", "load_graph", "model_name"]
+
+_IN_FLIGHT = ("queued", "streaming")
+_SETTLE_TRIES = 5  # compare-and-set rounds to store a final attempt against a busy store
 
 
 def check_budget(budget: object) -> int | None:
@@ -51,6 +65,35 @@ def model_name(agent: Agent[Any] | None) -> str:
         return model
     name = getattr(model, "model", None)
     return str(name) if isinstance(name, str) else get_default_model()
+
+
+def load_graph(
+    store: ConversationStore, conversation_id: str, id_factory: Callable[[str], str] | None
+) -> ConversationGraph:
+    """The stored graph of a chat, making new ids with ``id_factory`` when given."""
+    graph = store.load_graph(conversation_id)
+    if id_factory is None:
+        return graph
+    return ConversationGraph.from_dict(graph.to_dict(), id_factory=id_factory)
+
+
+def _settled(final: Node, stored: Node) -> Node | None:
+    """What to store for an attempt that ended as ``final`` while the store holds ``stored``.
+
+    An edit on another handle may have invalidated the attempt meanwhile: it stays invalid
+    (with the edit's bookkeeping) and keeps its output. A node another writer already ended
+    is left as it is (``None``).
+    """
+    if stored.status in _IN_FLIGHT:
+        return final
+    if stored.status == "invalid" and stored.meta.get("status_before_invalid") in _IN_FLIGHT:
+        node = Node.from_dict(final.to_dict())
+        node.status = "invalid"
+        for key in ("invalidated_by", "status_before_invalid"):
+            if key in stored.meta:
+                node.meta[key] = stored.meta[key]
+        return node
+    return None
 
 
 def _sampling(agent: Agent[Any]) -> dict[str, Any]:
@@ -80,6 +123,7 @@ class Conversation:
         fork: bool,
         runner_kwargs: Mapping[str, Any] | None,
         meta: Mapping[str, Any],
+        id_factory: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
         self.graph = graph
@@ -92,6 +136,7 @@ class Conversation:
         self.fork = fork
         self.runner_kwargs = dict(runner_kwargs or {})
         self._budget = check_budget(budget)
+        self._id_factory = id_factory
         self._index = ContextIndex()
         self._head = graph.active_leaf
         self._in_flight: Attempt | None = None
@@ -173,7 +218,20 @@ class Conversation:
         return None
 
     def session(self) -> GraphSession:
-        """An SDK ``Session`` following this chat's active branch (for ``Runner`` yourself)."""
+        """An SDK ``Session`` following this chat's active branch (for ``Runner`` yourself).
+
+        Replay and session chats only: under ``previous_response`` or ``conversation`` the
+        server owns the history, so a session would be a second owner (its turns would carry
+        no server cursor to continue from) and ``MixedStateOwnerError`` is raised.
+        """
+        if self.strategy in ("previous_response", "conversation"):
+            owner = "Responses" if self.strategy == "previous_response" else "Conversations"
+            raise MixedStateOwnerError(
+                f"chat {self.id} uses the {self.strategy} strategy: the {owner} API owns its "
+                "history, so an SDK session would give it a second owner. Use chat.send / "
+                "retry / edit, which run under the chat's own strategy, or open the chat with "
+                'strategy="session" (or "replay") to run Runner with chat.session()'
+            )
         return self._session
 
     # -- actions -----------------------------------------------------------------------------
@@ -290,6 +348,34 @@ class Conversation:
         )
         return state, [item for n in sent for item in n.items]
 
+    def _lost_cursor(self, attempt: Attempt, error: BaseException) -> str | None:
+        """The cursor ``attempt`` chained from, if ``error`` says the server lost it (once)."""
+        record = attempt.record
+        cursor = record.cursor_before
+        if self.strategy != "previous_response" or cursor is None or record.reseeded_from:
+            return None
+        return cursor if previous_response_lost(error, cursor) else None
+
+    def _reseed(self, attempt: Attempt, lost: str) -> None:
+        """Re-plan ``attempt`` on a new chain: the server lost ``lost``, the branch is here.
+
+        The request carries the branch as the replay strategy builds it (the same selection
+        within the same budget) and no ``previous_response_id``; the failed request stored
+        nothing on the server, so nothing is sent twice. ``ContextOverflowError`` if it does
+        not fit.
+        """
+        path = self.graph.path_to(attempt.user_id)
+        plan = plan_request(
+            "replay", path, budget=self._budget, counter=self.counter, index=self._index
+        )
+        record = attempt.record
+        record.included = {n.id: plan.tokens[n.id] for n in plan.nodes}
+        record.used, record.overflow = plan.used, plan.overflow
+        record.cursor_before, record.reseeded_from = None, lost
+        attempt.plan = plan
+        plan.ensure_sendable()
+        self._write(record, "queued")
+
     def _complete(self, attempt: Attempt, result: RunResultBase, state: ConversationState) -> None:
         items = [dict(item.to_input_item()) for item in result.new_items]
         tracker = state.tracker
@@ -304,7 +390,8 @@ class Conversation:
             "total_tokens": usage.total_tokens,
         }
         meta: dict[str, Any] = {"response_id": response_id, "usage": usage_dict}
-        self.graph.complete(attempt.id, items=items or None, meta=meta)
+        if attempt.node.status in _IN_FLIGHT:
+            self.graph.complete(attempt.id, items=items or None, meta=meta)
         record = attempt.record
         record.response_id, record.usage = response_id, usage_dict
         if self.strategy == "previous_response":
@@ -314,21 +401,21 @@ class Conversation:
             conversation = str(tracker.conversation_id)
             self._servers.completed(conversation, attempt.id, tracker.last_item_id)
             self._save_servers()
-        self._write(record, "complete")
+        self._finish(attempt, "complete")
 
     def _fail(self, attempt: Attempt, error: BaseException) -> None:
         message = f"{type(error).__name__}: {error}"
-        if attempt.node.status in ("queued", "streaming"):
+        if attempt.node.status in _IN_FLIGHT:
             self.graph.fail(attempt.id, message)
         self._interrupted(attempt)
-        self._write(attempt.record, "failed", error=message)
+        self._finish(attempt, "failed", error=message)
 
     def _cancelled(self, attempt: Attempt, response_id: str | None) -> None:
-        if attempt.node.status in ("queued", "streaming"):
+        if attempt.node.status in _IN_FLIGHT:
             self.graph.stop(attempt.id)
         self._interrupted(attempt)
         attempt.record.response_id = response_id
-        self._write(attempt.record, "cancelled")
+        self._finish(attempt, "cancelled")
 
     def _interrupted(self, attempt: Attempt) -> None:
         attempt.record.cursor_after = attempt.record.cursor_before
@@ -352,17 +439,78 @@ class Conversation:
         record.status = status
         if error is not None:
             record.error = error
-        if status not in ("queued", "streaming"):
+        if status not in _IN_FLIGHT:
             record.finished_at = time.time()
         self._commit()
         self.store.put_attempt(self.id, record)
 
+    def _finish(self, attempt: Attempt, status: str, *, error: str | None = None) -> None:
+        """Store the attempt's final node and record, whatever another handle did meanwhile.
+
+        When another handle moved the head, the compare-and-set is lost; the attempt is then
+        stored over its stored version without moving the head (it stays off the branch the
+        other handle made active), this handle re-reads the store, and the attempt's ``error``
+        becomes ``ConcurrentUpdateError`` unless it already failed of its own.
+        """
+        final = attempt.node  # the commit's re-read rebinds attempt.node to the stored version
+        try:
+            self._write(attempt.record, status, error=error)
+            return
+        except ConcurrentUpdateError as exc:
+            lost = exc
+        self._settle(final)
+        self.store.put_attempt(self.id, attempt.record)
+        if attempt.error is None:
+            conflict = ConcurrentUpdateError(
+                f"attempt {attempt.id} ended {status} and is stored, but another handle changed "
+                f"chat {self.id} meanwhile, so it is not on the active branch (now ending at "
+                f"{self._head}); this handle has re-read the store"
+            )
+            conflict.__cause__ = lost
+            attempt.error = conflict
+
+    def _settle(self, final: Node) -> None:
+        """Store an ended attempt's node over its stored version, leaving the head where it is."""
+        for _ in range(_SETTLE_TRIES):
+            head = self.store.get_head(self.id)
+            node = _settled(final, self.store.get_node(self.id, final.id))
+            try:
+                if node is not None:
+                    self.store.commit(self.id, [node], expected_head=head, new_head=head)
+            except ConcurrentUpdateError:
+                continue  # an edit or a new turn landed in between: read again
+            break
+        else:
+            raise ConcurrentUpdateError(
+                f"attempt {final.id} ended {final.status}, but chat {self.id} kept changing "
+                f"under it in {_SETTLE_TRIES} tries; it could not be stored"
+            )
+        self._reload()
+
     def _commit(self) -> None:
         new_head = self.graph.active_leaf
-        self.store.commit(
-            self.id, self.graph.take_changes(), expected_head=self._head, new_head=new_head
-        )
+        changes = self.graph.take_changes()
+        try:
+            self.store.commit(self.id, changes, expected_head=self._head, new_head=new_head)
+        except ConcurrentUpdateError as exc:
+            expected = self._head
+            self._reload()  # the action is dropped: this handle now shows what the store holds
+            raise ConcurrentUpdateError(
+                f"another handle changed chat {self.id} (its active branch now ends at "
+                f"{self._head}, not {expected}); nothing was stored, and this handle has re-read "
+                "the store: try again"
+            ) from exc
         self._head = new_head
+
+    def _reload(self) -> None:
+        """Re-read the graph, its head and the server conversations, which another handle moved."""
+        self.graph = load_graph(self.store, self.id, self._id_factory)
+        self._head = self.graph.active_leaf
+        meta = self.store.get_conversation(self.id).meta
+        self._servers = ServerConversations.from_dict(meta.get("server_conversations"))
+        attempt = self._in_flight
+        if attempt is not None and attempt.id in self.graph:
+            attempt.node = self.graph.get(attempt.id)
 
     def _save_servers(self) -> None:
         self.store.update_conversation_meta(

@@ -8,11 +8,11 @@ from typing import Any, get_args
 from agents import Agent
 
 from ..errors import ConversationNotFoundError, MixedStateOwnerError
-from ..graph import ConversationGraph, default_id_factory
+from ..graph import default_id_factory
 from ..state import StrategyName
 from ..stores import ConversationStore
 from ..tokens import MessageCounter
-from .conversation import Conversation, check_budget
+from .conversation import Conversation, check_budget, load_graph
 from .forks import ServerConversations
 
 __all__ = ["STRATEGIES", "open_conversation"]
@@ -71,7 +71,6 @@ def open_conversation(
         meta = dict(info.meta)
         if budget is None:
             budget = check_budget(meta.get("budget"))
-        graph = store.load_graph(conversation_id)
         chosen: StrategyName = info.strategy  # type: ignore[assignment]  # checked on create
     else:
         if strategy is None:
@@ -84,9 +83,7 @@ def open_conversation(
             servers.add(server_conversation_id, tip=None, last_item_id=None, system=False)
         meta = {"budget": budget, "server_conversations": servers.to_dict()}
         store.create_conversation(conversation_id, strategy=chosen, meta=meta)
-        graph = store.load_graph(conversation_id)
-    if id_factory is not None:
-        graph = ConversationGraph.from_dict(graph.to_dict(), id_factory=id_factory)
+    graph = load_graph(store, conversation_id, id_factory)
     chat = Conversation(
         store,
         graph,
@@ -99,6 +96,7 @@ def open_conversation(
         fork=fork,
         runner_kwargs=runner_kwargs,
         meta=meta,
+        id_factory=id_factory,
     )
     if not stored and system is not None:
         graph.add_system(system)

@@ -6,6 +6,8 @@ run into the graph: the new user message, then the attempt's tool calls and outp
 attempt completing when its final assistant message arrives. Switching branches changes what
 the next run reads. Under ``Conversation.send`` the chat has already created the user message
 and the attempt, so the session only hands the SDK the planned history and records progress.
+Only replay and session chats hand one out (``Conversation.session``): a server-strategy chat's
+history belongs to the server.
 """
 
 from __future__ import annotations

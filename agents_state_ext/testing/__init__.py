@@ -11,7 +11,7 @@ from ._compact import decode_compaction
 from ._faults import Fault, FaultKind
 from ._items import describe_items
 from ._mock_server import DEFAULT_BASE_URL, MockResponsesAPI
-from ._records import RecordedRequest
+from ._records import FrameHook, RecordedRequest
 from ._replies import Reply, ResponseContext, Usage
 from ._responses import Responder, default_reply
 from .tokens import FixedTokenCounter
@@ -21,6 +21,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "FixedTokenCounter",
+    "FrameHook",
     "MockResponsesAPI",
     "RecordedRequest",
     "Reply",

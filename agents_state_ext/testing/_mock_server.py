@@ -14,7 +14,7 @@ from agents import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
 from ._faults import Fault
-from ._records import RecordedRequest
+from ._records import FrameHook, RecordedRequest
 from ._replies import Reply
 from ._responses import Responder
 from ._routes import Backend
@@ -110,6 +110,12 @@ class MockResponsesAPI:
         """Queue ``fault`` for the next ``times`` ``POST /responses`` requests (after others)."""
         self._backend.responses.faults.extend([fault] * times)
 
+    def clear_faults(self) -> list[Fault]:
+        """Drop the faults still queued and return them (e.g. ones a run never reached)."""
+        faults = list(self._backend.responses.faults)
+        self._backend.responses.faults.clear()
+        return faults
+
     @property
     def responder(self) -> Responder | None:
         """Called for a reply when the queue is empty; None: the echo reply."""
@@ -118,6 +124,21 @@ class MockResponsesAPI:
     @responder.setter
     def responder(self, value: Responder | None) -> None:
         self._backend.responses.responder = value
+
+    @property
+    def frame_hook(self) -> FrameHook | None:
+        """Awaited as ``hook(request, sent)`` at each point of an answer in flight; None: off.
+
+        For a streamed answer, before each SSE frame (``sent`` frames already sent) and once
+        more with ``sent == len(events)`` when the client reads on after the last frame; for a
+        non-streamed answer, once with 0 before the response is stored and sent. It runs in the
+        client's task, so a test can cancel, checkpoint or fail a run at an exact point.
+        """
+        return self._backend.responses.frame_hook
+
+    @frame_hook.setter
+    def frame_hook(self, value: FrameHook | None) -> None:
+        self._backend.responses.frame_hook = value
 
     @property
     def pending_replies(self) -> int:
@@ -171,6 +192,18 @@ class MockResponsesAPI:
     def response(self, response_id: str) -> dict[str, Any]:
         """The stored Response object; ``KeyError`` when not stored."""
         return copy.deepcopy(self._backend.state.responses[response_id].body)
+
+    def expire_response(self, response_id: str | None = None) -> list[str]:
+        """Forget stored responses, as retention or a restarted server does; their ids are returned.
+
+        ``None`` expires every stored response. A later request that names one of them as its
+        ``previous_response_id`` gets the API's "previous response not found" error.
+        """
+        stored = self._backend.state.responses
+        ids = list(stored) if response_id is None else [response_id]
+        for each in ids:
+            del stored[each]
+        return ids
 
     def transcript(self, response_id: str) -> list[dict[str, Any]]:
         """The full server-side context of a stored response, its output last; ``KeyError``."""

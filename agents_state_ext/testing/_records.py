@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._faults import Fault
 
-__all__ = ["RecordedRequest"]
+__all__ = ["FrameHook", "RecordedRequest"]
 
 
 @dataclass
@@ -27,3 +28,11 @@ class RecordedRequest:
     response_id: str | None = None
     """The id of the response this ``POST /responses`` produced (even if never stored)."""
     fault: Fault | None = None
+    error: str | None = None
+    """The error message of an error answer (a rejection or an injected status), else None."""
+    events: list[str] = field(default_factory=list)
+    """The types of the SSE events sent for a streamed answer, in order (a drop cuts it short)."""
+
+
+FrameHook = Callable[[RecordedRequest, int], Awaitable[None]]
+"""``MockResponsesAPI.frame_hook``: awaited with the request and how many frames it has sent."""

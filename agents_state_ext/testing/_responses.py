@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
 
 from ._faults import Fault
 from ._items import ApiError
-from ._records import RecordedRequest
+from ._records import FrameHook, RecordedRequest
 from ._replies import Reply, ResponseContext
 from ._sse import SSEStream, build_events, default_usage, materialize, response_json
 from ._state import PreparedRequest, ServerState
@@ -74,6 +74,7 @@ class ResponsesEndpoint:
         self.replies: deque[Reply] = deque()
         self.faults: deque[Fault] = deque()
         self.responder: Responder | None = None
+        self.frame_hook: FrameHook | None = None
         self.calls = 0
         self._store_interrupted = store_interrupted_streams
         self._lock = lock_conversations
@@ -112,6 +113,16 @@ class ResponsesEndpoint:
         to_conversation = response["status"] == "completed" or self._append_incomplete
         self.state.commit(prepared, response, to_conversation=to_conversation)
 
+    def _before_frame(self, record: RecordedRequest) -> Callable[[int], Awaitable[None]] | None:
+        hook = self.frame_hook
+        if hook is None:
+            return None
+
+        async def before_frame(index: int) -> None:
+            await hook(record, index)
+
+        return before_frame
+
     async def handle(
         self, request: httpx.Request, body: Mapping[str, Any], record: RecordedRequest
     ) -> httpx.Response:
@@ -140,8 +151,10 @@ class ResponsesEndpoint:
             self._release(prepared)
             raise
         if prepared.streamed:
-            return await self._stream(request, prepared, reply, response, fault)
+            return await self._stream(request, prepared, reply, response, fault, record)
         try:
+            if self.frame_hook is not None:
+                await self.frame_hook(record, 0)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             if fault is None or fault.commit:
@@ -159,6 +172,7 @@ class ResponsesEndpoint:
         reply: Reply,
         response: dict[str, Any],
         fault: Fault | None,
+        record: RecordedRequest,
     ) -> httpx.Response:
         committed = fault is not None and fault.commit
         if committed:
@@ -186,5 +200,7 @@ class ResponsesEndpoint:
             drop_after=fault.after_events if fault is not None else None,
             on_complete=on_complete,
             on_abort=on_abort,
+            sent=record.events,
+            before_frame=self._before_frame(record),
         )
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)

@@ -26,6 +26,14 @@ def _json(status: int, body: Any) -> httpx.Response:
     return httpx.Response(status, json=body)
 
 
+def _error_message(response: httpx.Response) -> str | None:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("message") if isinstance(error, dict) else None
+
+
 class Backend:
     """The fake server behind the respx route: state, scripted model and request log."""
 
@@ -68,6 +76,8 @@ class Backend:
         except ApiError as error:
             response = error.to_response()
         record.status = response.status_code
+        if response.status_code >= 400:
+            record.error = _error_message(response)
         return response
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], _Handler]]:

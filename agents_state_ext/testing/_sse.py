@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -142,6 +142,9 @@ class SSEStream(httpx.AsyncByteStream):
 
     ``on_complete`` runs when the terminal frame (the last one, ``response.completed``) is
     produced; ``on_abort`` runs once if the body is closed, cancelled or dropped before that.
+    ``before_frame(index)`` is awaited before frame ``index`` is sent, and once more with
+    ``len(events)`` when the client reads on after the last frame; ``sent`` collects the types
+    of the frames sent.
     """
 
     def __init__(
@@ -152,12 +155,16 @@ class SSEStream(httpx.AsyncByteStream):
         drop_after: int | None,
         on_complete: Callable[[], None],
         on_abort: Callable[[], None],
+        sent: list[str] | None = None,
+        before_frame: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self._events = events
         self._delay = delay
         self._drop_after = drop_after
         self._on_complete = on_complete
         self._on_abort = on_abort
+        self._sent = sent if sent is not None else []
+        self._before_frame = before_frame
         self._done = False
 
     def _finish(self, completed: bool) -> None:
@@ -180,9 +187,14 @@ class SSEStream(httpx.AsyncByteStream):
                     raise self._drop()
                 if index and self._delay:
                     await asyncio.sleep(self._delay)
+                if self._before_frame is not None:
+                    await self._before_frame(index)
                 if index == len(self._events) - 1:
                     self._finish(completed=True)
+                self._sent.append(str(event["type"]))
                 yield _frame(event)
+            if self._before_frame is not None:
+                await self._before_frame(len(self._events))
             if self._drop_after is not None:
                 raise self._drop()
         except BaseException:

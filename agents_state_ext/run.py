@@ -1,0 +1,376 @@
+"""A conversation's run lifecycle: the one place a run begins, sends each request, and ends.
+
+Every run of a server-strategy conversation goes through one :class:`RunLifecycle`: it owns the
+claim (one run at a time; an ``agent.as_tool()`` sub-run passes through), the batch a
+``call_model_input_filter`` decided and what each returned item replaced, the partial output of
+a stream, the request log, and the end-of-run check that no tool output the run produced and no
+input it was given is lost. The state, the input-filter adapter, persistence and the wrapping
+model use it through these public methods only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agents import RunState
+
+from . import _compat
+from ._items import item_to_dict
+from .errors import MixedStateOwnerError, PreviousResponseNotFoundError, RunInProgressError
+from .reconcile import reconcile_conversation
+from .tracker import ServerConversationTracker
+
+__all__ = [
+    "REQUEST_HISTORY",
+    "PartialOutput",
+    "RequestCall",
+    "RunLifecycle",
+    "SentRequest",
+]
+
+REQUEST_HISTORY = 100
+"""How many of a conversation's newest requests ``ConversationState.requests`` keeps."""
+
+
+@dataclass
+class PartialOutput:
+    """What a streamed attempt produced before it ended: its response id and text so far."""
+
+    response_id: str | None = None
+    text: str = ""
+    completed: bool = False
+
+
+@dataclass
+class SentRequest:
+    """One request exactly as the wrapper sent it (for attempt records and tests)."""
+
+    input: list[dict[str, Any]]
+    previous_response_id: str | None
+    conversation_id: str | None
+    streamed: bool
+    response_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Run:
+    """What one run started by ``ConversationState`` has done so far."""
+
+    input: list[Any]
+    sent: bool = False
+
+
+class RunLifecycle:
+    """The runs of one server-strategy conversation: begin, every request, end.
+
+    ``ConversationState`` makes one per conversation; ``reconcile_client`` (an ``AsyncOpenAI``)
+    reads a conversation's items when a request's fate is unknown.
+    """
+
+    def __init__(
+        self, tracker: ServerConversationTracker, reconcile_client: Any | None = None
+    ) -> None:
+        self.tracker = tracker
+        """The conversation's ledger."""
+        self.reconcile_client = reconcile_client
+        self.partial: PartialOutput | None = None
+        """The newest streamed attempt's response id and text."""
+        self.requests: deque[SentRequest] = deque(maxlen=REQUEST_HISTORY)
+        """The newest requests, exactly as sent."""
+        self._owner: object | None = None
+        self._run: _Run | None = None
+        self._graph: set[int] | None = None
+        self._filter_batch: list[Any] | None = None
+        self._replaced: list[Any] = []
+
+    # -- a run begins and ends ---------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Whether a run started by ``ConversationState`` is in flight."""
+        return self._run is not None
+
+    def ensure_idle(self) -> None:
+        """Raise :class:`~agents_state_ext.RunInProgressError` while a run is in flight."""
+        if self._run is not None:
+            raise RunInProgressError(
+                "this ConversationState already has a run in flight; two runs at once would "
+                "both advance one server cursor. Await or cancel the first run, or give each "
+                "concurrent conversation its own ConversationState"
+            )
+
+    def begin(self, input: Any, graph: Iterable[int] = ()) -> None:
+        """Start a run on ``input`` (its agents are the ids in ``graph``); one at a time."""
+        self.ensure_idle()
+        fresh = [] if isinstance(input, RunState) else _input_items(input)
+        self._run = _Run(input=fresh)
+        self._graph = set(graph) or None
+        self._owner = None
+        self._filter_batch = None
+        self._replaced = []
+
+    def end(self, result: Any = None, error: BaseException | None = None) -> None:
+        """End the run: keep what it produced but never sent, and input it never sent.
+
+        ``result`` (a run result) or ``error`` (what the run raised) tells which tool outputs
+        the run produced; each one answering a call the server holds open is kept and sent with
+        the next request. Input that no request of the run carried (a stream cancelled before
+        its first event) is pending, so the next request sends it exactly once.
+        """
+        run, self._run = self._run, None
+        self._owner = None
+        self._filter_batch = None
+        self._replaced = []
+        self.harvest(result if result is not None else getattr(error, "run_data", None))
+        if run is not None and not run.sent:
+            self.tracker.hold(run.input)
+        self.tracker.end_run()
+
+    def drop_input(self) -> None:
+        """The run's input was rejected (an input guardrail): it is never to be sent."""
+        if self._run is not None:
+            self._run.input = []
+
+    def harvest(self, source: Any) -> None:
+        """Keep the tool outputs of ``source`` (a run result, RunState, its JSON, error details)."""
+        for item in _tool_outputs(source):
+            self.tracker.record_output(item)
+
+    # -- the SDK's view of a run -------------------------------------------------------------
+
+    def claims(self, owner: object | None) -> bool:
+        """Bind to the first SDK run that calls; other runs (``as_tool`` sub-runs) pass through."""
+        if self._owner is None:
+            self._owner = owner
+            return True
+        return self._owner is owner
+
+    def owns(self, owner: object | None) -> bool:
+        """Whether ``owner`` is the SDK run this conversation is bound to right now."""
+        return self._owner is not None and self._owner is owner
+
+    @property
+    def claimed(self) -> bool:
+        """Whether an SDK run has made its first model call through this conversation."""
+        return self._owner is not None
+
+    def release(self, owner: object | None) -> None:
+        """The SDK run ``owner`` ended (its models' cleanup hook)."""
+        if owner is self._owner:
+            self._owner = None
+            self._filter_batch = None
+            self._replaced = []
+            if self._run is None:
+                # A run the app started with Runner and run_config(): no begin() to end it.
+                self.tracker.end_run()
+
+    def owns_agent(self, agent: object, model_is_ours: bool) -> bool:
+        """Whether ``agent`` belongs to the bound run's graph (not an ``as_tool`` sub-run's)."""
+        return model_is_ours or self._graph is None or id(agent) in self._graph
+
+    # -- every request -----------------------------------------------------------------------
+
+    async def settle(self, model: object | None) -> None:
+        """Reconcile an uncertain batch against the server before anything else is sent."""
+        if not self.tracker.uncertain:
+            return
+        client = self.reconcile_client or _compat.inner_openai_client(model)
+        if client is None:
+            raise RuntimeError(
+                "conversation reconciliation needs an AsyncOpenAI client: pass client= to "
+                "ConversationState.conversation(...)"
+            )
+        await reconcile_conversation(self.tracker, client)
+
+    def filtered(self, offered: list[Any], returned: list[Any]) -> None:
+        """A ``call_model_input_filter`` turned ``offered`` into ``returned``.
+
+        ``returned`` is sent exactly as it is. The offered items it does not carry were
+        replaced (or dropped) by the filter: once the request succeeds they count as sent, so
+        the SDK offering the same objects again later in the run sends nothing twice.
+        """
+        kept = {id(item) for item in returned}
+        self._filter_batch = list(returned)
+        self._replaced = [item for item in offered if id(item) not in kept]
+
+    def to_send(self, items: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The list to send for the model's ``items``, and the offered items it replaced."""
+        batch = self._filter_batch
+        if batch is not None and _all_in(items, batch):
+            return list(items), self._replaced
+        return self.tracker.reduce(items), []
+
+    def request(
+        self, items: list[Any], streamed: bool, *, replaced: list[Any], hidden_retries: bool
+    ) -> RequestCall:
+        """Mark ``items`` sent as one request; the returned call settles it exactly once."""
+        if self._run is not None:
+            self._run.sent = True
+        if streamed:
+            self.partial = PartialOutput()
+        return RequestCall(self, items, streamed, replaced=replaced, hidden_retries=hidden_retries)
+
+    def decided(self) -> None:
+        """The filter's batch went out; a later request decides afresh."""
+        self._filter_batch = None
+        self._replaced = []
+
+    # -- resuming ----------------------------------------------------------------------------
+
+    def prepare_resume(self, run_state: RunState[Any]) -> None:
+        """Align the ledger with a RunState about to be resumed, or refuse a foreign one."""
+        tracker = self.tracker
+        previous_response_id, conversation_id = _compat.run_state_ids(run_state)
+        if tracker.strategy == "previous_response" and _compat.run_state_is_chained(run_state):
+            # Responses the run never processed (a cancel right after response.completed)
+            # are stepped back over, so the resumed run forks from where it stands.
+            tracker.rollback_to(previous_response_id)
+        for name, theirs, ours in (
+            ("previous_response_id", previous_response_id, tracker.previous_response_id),
+            ("conversation_id", conversation_id, tracker.conversation_id),
+        ):
+            if theirs is not None and theirs != ours:
+                raise MixedStateOwnerError(
+                    f"the RunState being resumed has {name}={theirs!r}, but this "
+                    f"conversation's ledger has {ours!r}: it belongs to another "
+                    "conversation (restore both with ConversationState.loads)"
+                )
+        self.harvest(run_state)
+
+
+class RequestCall:
+    """The bookkeeping of one request: mark sent, then acknowledge or rewind exactly once."""
+
+    def __init__(
+        self,
+        lifecycle: RunLifecycle,
+        items: list[Any],
+        streamed: bool,
+        *,
+        replaced: list[Any],
+        hidden_retries: bool,
+    ) -> None:
+        tracker = lifecycle.tracker
+        # A stateful request is never resent blindly by the openai client's own retries; when
+        # the client makes none anyway, the SDK need not copy it per request to turn them off.
+        self.hidden_retries = hidden_retries
+        self.lifecycle = lifecycle
+        self.items = items
+        self.replaced = replaced
+        self.previous_response_id = tracker.previous_response_id
+        self.conversation_id = tracker.conversation_id
+        self.done = False
+        self.record = SentRequest(
+            input=[item_to_dict(i) for i in items],
+            previous_response_id=self.previous_response_id,
+            conversation_id=self.conversation_id,
+            streamed=streamed,
+        )
+        tracker.mark_sent(items)
+        lifecycle.requests.append(self.record)
+
+    def succeed(self, response_id: str | None, output: list[Any]) -> None:
+        """The server answered: its input and ``output`` are acknowledged."""
+        if self.done:
+            return
+        self.done = True
+        self.record.response_id = response_id
+        self.lifecycle.tracker.acknowledge(response_id, output, consumed=self.replaced)
+        self.lifecycle.decided()
+
+    def fail(self, error: BaseException | None) -> None:
+        """The request failed or was cancelled: rewind it, or hold it as maybe accepted."""
+        if self.done:
+            return
+        self.done = True
+        self.record.error = type(error).__name__ if error is not None else "stream ended early"
+        tracker = self.lifecycle.tracker
+        if tracker.strategy == "conversation" and not _never_reached(error):
+            # The server may have accepted it: evidence decides before anything is re-sent.
+            tracker.mark_uncertain()
+        else:
+            tracker.rewind()
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Settle the request as failed on any exception; name a lost chain precisely."""
+        try:
+            if self.hidden_retries:
+                with _compat.provider_retries_disabled():
+                    yield
+            else:
+                yield
+        except BaseException as exc:
+            self.fail(exc)
+            if self.previous_response_id is not None and _previous_response_lost(exc):
+                raise PreviousResponseNotFoundError(
+                    f"the server no longer knows response {self.previous_response_id!r} (expired, "
+                    "stored with store=False, or a restarted server); nothing was lost: the "
+                    "request's input is pending. Re-seed the chain with "
+                    "ConversationState.reseed(items) and run again",
+                    self.previous_response_id,
+                    self.lifecycle.tracker.pending,
+                ) from exc
+            raise
+
+
+def _previous_response_lost(error: BaseException) -> bool:
+    code = getattr(error, "code", None)
+    param = getattr(error, "param", None)
+    status = getattr(error, "status_code", None)
+    if code == "previous_response_not_found":
+        return True
+    return status in (400, 404) and param == "previous_response_id"
+
+
+def _never_reached(error: BaseException | None) -> bool:
+    """Whether the server certainly did not process the request (an answer that rejects it)."""
+    return getattr(error, "status_code", None) in (400, 401, 403, 404, 422)
+
+
+def _all_in(items: list[Any], batch: list[Any]) -> bool:
+    allowed = {id(item) for item in batch}
+    return all(id(item) in allowed for item in items)
+
+
+def _input_items(input: Any) -> list[Any]:
+    if isinstance(input, str):
+        return [{"role": "user", "content": input}]
+    if isinstance(input, list):
+        return list(input)
+    return []
+
+
+def _tool_outputs(source: Any) -> list[Any]:
+    """The raw tool output items of a run result, RunState (or its JSON), ``RunErrorDetails``."""
+    if source is None:
+        return []
+    if isinstance(source, RunState):
+        try:
+            source = json.loads(source.to_string())
+        except Exception:  # an unserializable context: the outputs stay unknown
+            return []
+    if isinstance(source, dict):
+        items = source.get("generated_items")
+        return [
+            entry["raw_item"]
+            for entry in (items if isinstance(items, list) else [])
+            if isinstance(entry, dict)
+            and entry.get("type") == "tool_call_output_item"
+            and isinstance(entry.get("raw_item"), dict)
+        ]
+    new_items = getattr(source, "new_items", None)
+    if not isinstance(new_items, list):
+        return []
+    return [
+        item.raw_item
+        for item in new_items
+        if getattr(item, "type", None) == "tool_call_output_item"
+        and getattr(item, "raw_item", None) is not None
+    ]

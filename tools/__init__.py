@@ -1,0 +1,1 @@
+"""Maintenance commands for this repository (not part of the package)."""
