@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider, ModelTracing
 from agents.retry import ModelRetryAdvice, ModelRetryAdviceRequest
 from openai.types.responses import (
@@ -19,6 +20,7 @@ from openai.types.responses import (
 )
 
 from . import _compat
+from ._stored import completed_event, stored_response
 from .errors import MixedStateOwnerError
 from .run import REQUEST_HISTORY, PartialOutput, RequestCall, RunLifecycle, SentRequest
 from .tracker import ServerConversationTracker
@@ -26,7 +28,7 @@ from .tracker import ServerConversationTracker
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase
     from agents.handoffs import Handoff
-    from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+    from agents.items import TResponseInputItem, TResponseStreamEvent
     from agents.model_settings import ModelSettings
     from agents.tool import Tool
     from openai.types.responses.response_prompt_param import ResponsePromptParam
@@ -65,12 +67,15 @@ class TrackedModel(Model):
         previous_response_id: str | None,
         conversation_id: str | None,
         streamed: bool,
-    ) -> RequestCall | None:
+    ) -> RequestCall | ModelResponse | None:
         lifecycle = self.lifecycle
         if not lifecycle.claims(_compat.current_run_owner()):
             return None
         _check_ids(lifecycle.tracker, previous_response_id, conversation_id)
         await lifecycle.settle(self.inner)
+        stored = lifecycle.replay()
+        if stored is not None:
+            return stored_response(stored)
         items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
         send, replaced = lifecycle.to_send(items)
         return lifecycle.request(
@@ -99,6 +104,8 @@ class TrackedModel(Model):
     ) -> ModelResponse:
         """Get a response through the ledger (see the class docstring)."""
         call = await self._begin(input, previous_response_id, conversation_id, streamed=False)
+        if isinstance(call, ModelResponse):
+            return call
         if call is None:
             return await self.inner.get_response(
                 system_instructions, input, model_settings, tools, output_schema, handoffs,
@@ -130,6 +137,9 @@ class TrackedModel(Model):
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Stream a response through the ledger; a cancelled stream keeps its partial text."""
         call = await self._begin(input, previous_response_id, conversation_id, streamed=True)
+        if isinstance(call, ModelResponse):
+            yield completed_event(call)
+            return
         if call is None:
             async for event in self.inner.stream_response(
                 system_instructions, input, model_settings, tools, output_schema, handoffs,

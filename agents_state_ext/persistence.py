@@ -55,11 +55,10 @@ def dump_state(
     if lifecycle is not None:
         # Tool outputs the run produced but never sent travel with the ledger.
         lifecycle.harvest(result_or_run_state if run_state is not result_or_run_state else run_json)
-    tracker = state.tracker
     partial = state.partial
     payload = {
         "strategy": state.strategy,
-        "tracker": tracker.to_dict() if tracker is not None else None,
+        "tracker": lifecycle.snapshot() if lifecycle is not None else None,
         "partial": dataclasses.asdict(partial) if partial is not None else None,
         "run_state": run_json,
     }

@@ -40,4 +40,8 @@ async def reconcile_conversation(tracker: ServerConversationTracker, client: Any
         gained.append(item)
     wanted = {_signature(item) for item in tracker.uncertain}
     accepted = any(_signature(item) in wanted for item in gained)
-    tracker.settle_uncertain(accepted=accepted, server_items=gained if accepted else ())
+    if not accepted:
+        tracker.settle_uncertain(accepted=False)
+        return
+    answer = [item_to_dict(i) for i in gained if _signature(i) not in wanted]
+    tracker.settle_uncertain(accepted=True, server_items=gained, output=answer)

@@ -64,6 +64,12 @@ class _Run:
 
     input: list[Any]
     sent: bool = False
+    resumed: set[str] | None = None
+    """For a resumed RunState: the ids of the items it has already processed."""
+    unheard: bool = False
+    """A request of this run failed after the server may have accepted it."""
+    calls: int = 0
+    """Model calls this run has made (sent or answered from the ledger)."""
 
 
 class RunLifecycle:
@@ -88,6 +94,8 @@ class RunLifecycle:
         self._graph: set[int] | None = None
         self._filter_batch: list[Any] | None = None
         self._replaced: list[Any] = []
+        self._call: RequestCall | None = None
+        self._resumed: tuple[RunState[Any], set[str]] | None = None
 
     # -- a run begins and ends ---------------------------------------------------------------
 
@@ -108,8 +116,13 @@ class RunLifecycle:
     def begin(self, input: Any, graph: Iterable[int] = ()) -> None:
         """Start a run on ``input`` (its agents are the ids in ``graph``); one at a time."""
         self.ensure_idle()
-        fresh = [] if isinstance(input, RunState) else _input_items(input)
-        self._run = _Run(input=fresh)
+        if isinstance(input, RunState):
+            known = self._resumed
+            ids = known[1] if known is not None and known[0] is input else None
+            self._run = _Run(input=[], resumed=ids if ids is not None else _processed_ids(input))
+            self._resumed = None
+        else:
+            self._run = _Run(input=_input_items(input))
         self._graph = set(graph) or None
         self._owner = None
         self._filter_batch = None
@@ -124,6 +137,11 @@ class RunLifecycle:
         its first event) is pending, so the next request sends it exactly once.
         """
         run, self._run = self._run, None
+        call, self._call = self._call, None
+        if call is not None:
+            # The run is over, so is its request: a stream the SDK has not closed yet (a
+            # cancelled task) must not settle later, against another run's request.
+            call.fail(error)
         self._owner = None
         self._filter_batch = None
         self._replaced = []
@@ -132,10 +150,27 @@ class RunLifecycle:
             self.tracker.hold(run.input)
         self.tracker.end_run()
 
+    def snapshot(self) -> dict[str, Any]:
+        """The ledger as :meth:`ServerConversationTracker.to_dict`, for a checkpoint now.
+
+        Taken during a run that has sent nothing yet, the run's input is saved as pending: a
+        restore must send it, since this run's own request may never go out.
+        """
+        run = self._run
+        if run is None or run.sent or not run.input:
+            return self.tracker.to_dict()
+        copy = ServerConversationTracker.from_dict(self.tracker.to_dict())
+        copy.hold(run.input)
+        return copy.to_dict()
+
     def drop_input(self) -> None:
         """The run's input was rejected (an input guardrail): it is never to be sent."""
         if self._run is not None:
             self._run.input = []
+
+    def tool_finished(self, output: Any) -> None:
+        """A tool of the run returned ``output`` (an output item): keep it until it is sent."""
+        self.tracker.record_output(output)
 
     def harvest(self, source: Any) -> None:
         """Keep the tool outputs of ``source`` (a run result, RunState, its JSON, error details)."""
@@ -188,6 +223,34 @@ class RunLifecycle:
             )
         await reconcile_conversation(self.tracker, client)
 
+    def replay(self) -> dict[str, Any] | None:
+        """The response to hand this model call instead of sending a request, if any.
+
+        Conversation strategy: the server holds a response that the run asking now never
+        processed (its stream was cancelled right after ``response.completed``, or it was
+        accepted but the client never heard). Asking the model again would put a second answer
+        in the conversation, so a resume of that run, or the same run retrying, gets the stored
+        one. A new turn goes on after it instead.
+        """
+        tracker, run = self.tracker, self._run
+        undelivered = tracker.undelivered
+        tracker.clear_undelivered()
+        if run is None:
+            return None
+        # Only the first call of a resumed run, or the call after one of this run's requests
+        # went unheard, can be asking again for a response the server already holds.
+        first, unheard = run.calls == 0, run.unheard
+        run.calls += 1
+        run.unheard = False
+        if undelivered is None:
+            return None
+        ids = {i for i in (item_to_dict(o).get("id") for o in undelivered["output"]) if i}
+        resumed_without = run.resumed is not None and first and ids and not ids & run.resumed
+        if unheard or resumed_without:
+            run.sent = True
+            return undelivered
+        return None
+
     def filtered(self, offered: list[Any], returned: list[Any]) -> None:
         """A ``call_model_input_filter`` turned ``offered`` into ``returned``.
 
@@ -214,7 +277,11 @@ class RunLifecycle:
             self._run.sent = True
         if streamed:
             self.partial = PartialOutput()
-        return RequestCall(self, items, streamed, replaced=replaced, hidden_retries=hidden_retries)
+        call = RequestCall(
+            self, items, streamed, replaced=replaced, hidden_retries=hidden_retries, run=self._run
+        )
+        self._call = call
+        return call
 
     def decided(self) -> None:
         """The filter's batch went out; a later request decides afresh."""
@@ -226,8 +293,11 @@ class RunLifecycle:
     def prepare_resume(self, run_state: RunState[Any]) -> None:
         """Align the ledger with a RunState about to be resumed, or refuse a foreign one."""
         tracker = self.tracker
+        data = _run_state_data(run_state)
         previous_response_id, conversation_id = _compat.run_state_ids(run_state)
         if tracker.strategy == "previous_response" and _compat.run_state_is_chained(run_state):
+            # The SDK resumes a chained run from its newest response that has an id.
+            previous_response_id = _newest_response_id(data) or previous_response_id
             # Responses the run never processed (a cancel right after response.completed)
             # are stepped back over, so the resumed run forks from where it stands.
             tracker.rollback_to(previous_response_id)
@@ -241,7 +311,8 @@ class RunLifecycle:
                     f"conversation's ledger has {ours!r}: it belongs to another "
                     "conversation (restore both with ConversationState.loads)"
                 )
-        self.harvest(run_state)
+        self.harvest(data)
+        self._resumed = (run_state, _processed_ids(data))
 
 
 class RequestCall:
@@ -255,8 +326,10 @@ class RequestCall:
         *,
         replaced: list[Any],
         hidden_retries: bool,
+        run: _Run | None = None,
     ) -> None:
         tracker = lifecycle.tracker
+        self.run = run
         # A stateful request is never resent blindly by the openai client's own retries; when
         # the client makes none anyway, the SDK need not copy it per request to turn them off.
         self.hidden_retries = hidden_retries
@@ -272,7 +345,7 @@ class RequestCall:
             conversation_id=self.conversation_id,
             streamed=streamed,
         )
-        tracker.mark_sent(items)
+        self._batch = tracker.mark_sent(items, replacing=replaced)
         lifecycle.requests.append(self.record)
 
     def succeed(self, response_id: str | None, output: list[Any]) -> None:
@@ -293,9 +366,11 @@ class RequestCall:
         tracker = self.lifecycle.tracker
         if tracker.strategy == "conversation" and not _never_reached(error):
             # The server may have accepted it: evidence decides before anything is re-sent.
-            tracker.mark_uncertain()
+            tracker.mark_uncertain(self._batch)
+            if self.run is not None:
+                self.run.unheard = True
         else:
-            tracker.rewind()
+            tracker.rewind(self._batch)
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -347,15 +422,44 @@ def _input_items(input: Any) -> list[Any]:
     return []
 
 
+def _run_state_data(run_state: RunState[Any]) -> dict[str, Any]:
+    """A RunState's public JSON form (empty when its context cannot be serialized)."""
+    try:
+        data = json.loads(run_state.to_string())
+    except Exception:  # an unserializable context: nothing of it is known
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _newest_response_id(data: dict[str, Any]) -> str | None:
+    """The id of the newest model response a RunState holds that has one."""
+    for response in reversed(data.get("model_responses") or []):
+        if isinstance(response, dict) and isinstance(response.get("response_id"), str):
+            return str(response["response_id"])
+    return None
+
+
+def _processed_ids(source: RunState[Any] | dict[str, Any]) -> set[str]:
+    """The ids of the items a RunState has processed (its responses' output, its run items)."""
+    data = _run_state_data(source) if isinstance(source, RunState) else source
+    found: set[str] = set()
+    for response in data.get("model_responses") or []:
+        for item in response.get("output") or [] if isinstance(response, dict) else []:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                found.add(item["id"])
+    for entry in data.get("generated_items") or []:
+        raw = entry.get("raw_item") if isinstance(entry, dict) else None
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+            found.add(raw["id"])
+    return found
+
+
 def _tool_outputs(source: Any) -> list[Any]:
     """The raw tool output items of a run result, RunState (or its JSON), ``RunErrorDetails``."""
     if source is None:
         return []
     if isinstance(source, RunState):
-        try:
-            source = json.loads(source.to_string())
-        except Exception:  # an unserializable context: the outputs stay unknown
-            return []
+        source = _run_state_data(source)
     if isinstance(source, dict):
         items = source.get("generated_items")
         return [

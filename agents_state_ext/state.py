@@ -12,6 +12,7 @@ from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 
 from . import _compat, persistence
+from ._tool_hooks import ToolOutputHooks
 from .binding import bind_agent, keep_session_history, session_graph
 from .compaction import CompactionMode, CompactionResult, compact_state
 from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
@@ -267,6 +268,8 @@ class ConversationState:
         own = base is None
         kwargs["run_config"] = self._config(base or RunConfig(), adapter=False, own=own)
         tracker = self.tracker
+        if self._lifecycle is not None:
+            kwargs["hooks"] = ToolOutputHooks(kwargs.get("hooks"), self._lifecycle)
         if self.strategy == "session":
             kwargs["session"] = self._session
         elif tracker is not None and self.strategy == "previous_response":

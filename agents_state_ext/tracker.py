@@ -27,8 +27,9 @@ __all__ = [
 TRACKER_VERSION = 2
 # Changelog of the serialized form (to_dict):
 #   1: first version.
-#   2: open calls, unsent tool outputs, repairs and the open-calls policy; journal entries
-#      name the calls each response opened and closed. Version 1 data reads as having none.
+#   2: open calls, unsent tool outputs, repairs, the open-calls policy and the undelivered
+#      response; journal entries name the calls each response opened and closed. Version 1
+#      data reads as having none.
 
 Strategy = Literal["previous_response", "conversation"]
 OpenCallsPolicy = Literal["interrupt", "raise"]
@@ -138,6 +139,7 @@ class ServerConversationTracker:
         self._unsent: dict[str, Any] = {}
         self._closing: dict[str, Any] = {}
         self._repairs: deque[ToolCallRepair] = deque(maxlen=REPAIR_HISTORY)
+        self._undelivered: dict[str, Any] | None = None
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -330,17 +332,27 @@ class ServerConversationTracker:
 
     # -- request lifecycle -------------------------------------------------------------------
 
-    def mark_sent(self, items: Sequence[Any]) -> None:
-        """Record ``items`` as exactly the list of the request about to be sent."""
-        if self._in_flight is not None:
-            # A request that never reported back (e.g. a killed task): keep its items.
+    def mark_sent(self, items: Sequence[Any], *, replacing: Sequence[Any] = ()) -> list[Any]:
+        """Record ``items`` as exactly the list of the request about to be sent.
+
+        ``replacing`` are held items the request stands for in another form (what a
+        ``call_model_input_filter`` rewrote): they leave pending like the sent ones. Returns the
+        batch now in flight (pass it to :meth:`rewind` / :meth:`mark_uncertain`).
+        """
+        # A request that never reported back (e.g. a killed task): keep its items, as maybe
+        # accepted where a re-send would duplicate them.
+        if self._in_flight is not None and self.strategy == "conversation":
+            self.mark_uncertain()
+        elif self._in_flight is not None:
             self.rewind()
         batch = list(items)
         for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
             del self._closing[call_id]
-        self._pending = self._waiting(self._pending, batch)
-        self._uncertain = self._waiting(self._uncertain, batch)
+        covered = [*batch, *replacing] if replacing else batch
+        self._pending = self._waiting(self._pending, covered)
+        self._uncertain = self._waiting(self._uncertain, covered)
         self._in_flight = batch
+        return batch
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
@@ -361,6 +373,8 @@ class ServerConversationTracker:
         entry = _new_entry(response_id, self._previous_response_id, batch)
         for item in [*batch, *output]:
             self._remember(item, entry)
+        if self.strategy == "conversation":
+            self._undelivered = {"response_id": response_id, "output": list(output)}
         for item in consumed:
             self._acked_objects[id(item)] = item
             if _keys(item).item_id is None:
@@ -369,9 +383,13 @@ class ServerConversationTracker:
             self._previous_response_id = response_id
             self._journal.append(entry)
 
-    def rewind(self) -> None:
-        """The in-flight request failed: its items go back in front, to be sent again."""
-        if self._in_flight is None:
+    def rewind(self, batch: Sequence[Any] | None = None) -> None:
+        """The in-flight request failed: its items go back in front, to be sent again.
+
+        With ``batch`` (the list given to :meth:`mark_sent`), only when that request is still
+        the one in flight: a request settled late changes nothing of a newer one.
+        """
+        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
             return
         batch, self._in_flight = self._in_flight, None
         self._requeue(batch)
@@ -379,22 +397,31 @@ class ServerConversationTracker:
     def _requeue(self, batch: list[Any]) -> None:
         self._pending = batch + self._waiting(self._pending, batch)
 
-    def mark_uncertain(self) -> None:
+    def mark_uncertain(self, batch: Sequence[Any] | None = None) -> None:
         """The in-flight request failed after the server may have accepted it.
 
         Used under the conversation strategy, where re-sending an accepted item duplicates it:
         the items wait in :attr:`uncertain` until :meth:`settle_uncertain` is given evidence.
+        ``batch`` is as for :meth:`rewind`.
         """
-        if self._in_flight is None:
+        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
             return
         batch, self._in_flight = self._in_flight, None
         self._uncertain = batch + self._uncertain
 
-    def settle_uncertain(self, *, accepted: bool, server_items: Iterable[Any] = ()) -> None:
+    def settle_uncertain(
+        self,
+        *,
+        accepted: bool,
+        server_items: Iterable[Any] = (),
+        output: Sequence[Any] | None = None,
+    ) -> None:
         """Resolve :attr:`uncertain` with evidence read from the server.
 
         ``accepted`` says the server holds the uncertain items (they become acknowledged along
         with ``server_items``, everything the conversation gained); otherwise they are pending.
+        ``output`` is what the server answered to them (the gained items that are not the
+        batch), kept as :attr:`undelivered` for the run that never heard it.
         """
         batch, self._uncertain = self._uncertain, []
         if accepted:
@@ -402,8 +429,24 @@ class ServerConversationTracker:
                 self._remember(item)
             for item in server_items:
                 self._remember(item)
+            if output:
+                self._undelivered = {"response_id": None, "output": list(output)}
         else:
             self._requeue(batch)
+
+    @property
+    def undelivered(self) -> dict[str, Any] | None:
+        """The newest response the server holds that no run has processed yet, if any.
+
+        Conversation strategy only: ``{"response_id": ..., "output": [items]}`` of a response
+        acknowledged (or found by reconciliation) whose run ended before it processed it. A
+        resume of that run gets it instead of asking the model again.
+        """
+        return self._undelivered
+
+    def clear_undelivered(self) -> None:
+        """The newest response reached a run (or a new turn goes on after it)."""
+        self._undelivered = None
 
     def restart(
         self,
@@ -546,6 +589,7 @@ class ServerConversationTracker:
             "open_calls": dict(self._open),
             "unsent_outputs": [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()],
             "repairs": [r.to_dict() for r in self._repairs],
+            "undelivered": _undelivered_dict(self._undelivered),
             "journal": [
                 {
                     **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
@@ -585,6 +629,7 @@ class ServerConversationTracker:
             tracker._open = {str(c): str(k) for c, k in dict(data.get("open_calls", {})).items()}
             for output in data.get("unsent_outputs", []):
                 tracker.record_output(dict(output))
+            tracker._undelivered = _undelivered_entry(data.get("undelivered"))
             tracker._repairs.extend(
                 ToolCallRepair(str(r["call_id"]), r["closed_with"]) for r in data.get("repairs", [])
             )
@@ -626,6 +671,24 @@ def _journal_entry(data: Any) -> dict[str, Any]:
     entry["opened"] = [str(c) for c in data.get("opened", [])]
     entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
     return entry
+
+
+def _undelivered_dict(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    if entry is None:
+        return None
+    output = [copy.deepcopy(item_to_dict(i)) for i in entry["output"]]
+    return {"response_id": entry["response_id"], "output": output}
+
+
+def _undelivered_entry(data: Any) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
+        raise TypeError("undelivered must be an object with an output list")
+    response_id = data.get("response_id")
+    if response_id is not None and not isinstance(response_id, str):
+        raise TypeError("undelivered response_id must be a string")
+    return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
 
 
 def _closure(call_id: str, kind: str, text: str) -> dict[str, Any]:

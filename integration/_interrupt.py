@@ -1,0 +1,277 @@
+"""Interrupting a scripted run at an exact point: the probe, the run driver and the ways to stop.
+
+A *point* is reached from inside the run itself, never by sleeping: before each model request
+(``RunHooks.on_llm_start``), at each SSE frame of an answer in flight (the mock's
+``frame_hook``, which runs in the client's task), and inside each tool. The probe numbers the
+points as they are reached; a scripted run reaches the same points in the same order every
+time, so "the 7th point" of an uninterrupted run is the 7th point of an interrupted one too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import Agent, RunHooks, RunState
+
+from agents_state_ext import ConversationState
+from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest
+
+__all__ = [
+    "TURN_START",
+    "WAYS",
+    "Held",
+    "Point",
+    "Probe",
+    "ProbeHooks",
+    "Runtime",
+    "Way",
+    "drive",
+    "install_frame_points",
+    "response_requests",
+]
+
+TURN_START = "about to send a model request"
+"""The label ending of the point before each model request of the run: a turn starts."""
+
+LANDING_SECONDS = 2.0
+"""How long a point waits for a cancellation it triggered to arrive before giving up."""
+
+
+class Probe:
+    """Numbers the points a run reaches; once armed, fires one action at the target point.
+
+    It also remembers every call whose tool returned an output (``finished``), armed or not.
+    """
+
+    def __init__(self) -> None:
+        self.finished_calls: set[str] = set()
+        self.dead = False
+        """The process "died" at a checkpoint: what its tools finish afterwards never happened."""
+        self.labels: list[str] = []
+        self.recording = False
+        self.target: int | None = None
+        self.action: Callable[[], Awaitable[None]] | None = None
+        self.fired: str | None = None
+
+    def arm(self, target: int | None, action: Callable[[], Awaitable[None]] | None) -> None:
+        """Start numbering points; at point ``target`` (if any) run ``action``."""
+        self.labels, self.recording = [], True
+        self.target, self.action, self.fired = target, action, None
+
+    def disarm(self) -> None:
+        """Stop numbering: later runs (continuations, follow-ups) pass every point."""
+        self.recording = False
+
+    def finished(self, call_id: str) -> None:
+        """A tool returned the output of ``call_id``."""
+        if not self.dead:
+            self.finished_calls.add(call_id)
+
+    async def reached(self, label: str) -> None:
+        """A point: the run is at ``label``."""
+        if not self.recording:
+            return
+        index = len(self.labels)
+        self.labels.append(label)
+        if index == self.target and self.action is not None:
+            self.fired = label
+            await self.action()
+
+
+class ProbeHooks(RunHooks[Any]):
+    """Reports "about to send a model request", and each call whose tool returned, to the probe."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    async def on_llm_start(
+        self, context: Any, agent: Agent[Any], system_prompt: str | None, input_items: Any
+    ) -> None:
+        """Before each model request of the run (not of an ``as_tool`` sub-run)."""
+        await self.probe.reached(f"{agent.name}: {TURN_START}")
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: object) -> None:
+        """The SDK holds a tool's result: its call has an output."""
+        call_id = getattr(context, "tool_call_id", None)
+        if isinstance(call_id, str):
+            self.probe.finished(call_id)
+
+
+def response_requests(mock: MockResponsesAPI) -> list[RecordedRequest]:
+    """The ``POST /responses`` requests the mock received, in order."""
+    return [r for r in mock.requests if r.method == "POST" and r.path == "/responses"]
+
+
+def install_frame_points(mock: MockResponsesAPI, probe: Probe, first: int) -> None:
+    """Make every answer in flight report its frames to ``probe``; requests count from ``first``."""
+
+    async def frame(record: RecordedRequest, sent: int) -> None:
+        index = response_requests(mock).index(record) - first
+        if not record.streamed:
+            await probe.reached(f"req{index} in flight (before its answer)")
+        elif sent == 0:
+            await probe.reached(f"req{index} before the first event")
+        else:
+            await probe.reached(f"req{index} after {record.events[sent - 1]} (#{sent})")
+
+    mock.frame_hook = frame
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where a run is interrupted: the ``probe``-th point, or a fault on one request."""
+
+    label: str
+    probe: int | None = None
+    request: int | None = None
+    """The fault strikes the ``request``-th model request of the run (from 0)."""
+    after_events: int = 0
+
+
+@dataclass
+class Held:
+    """What the app holds of the scripted run, and how that run ended."""
+
+    previous: Any
+    """The result (or RunState) of the turn before (dumped when there is nothing newer)."""
+    result: Any = None
+    """The scripted run's newest result (a streamed one as soon as it starts); None if none."""
+    finished: bool = False
+    """The script reached its final answer."""
+    stopped: bool = False
+    """The interruption fired: the app stops driving the run."""
+    error: BaseException | None = None
+    cancelled: bool = False
+    crashed: bool = False
+    """The process "died" at the point: only ``checkpoint`` survives."""
+    checkpoint: str | None = None
+    checkpoint_error: Exception | None = None
+    """What ``dumps()`` at the point raised instead of writing the checkpoint."""
+    refused: str | None = None
+    """The SDK refused to resume the run (see ``_continue.SDK_REFUSALS``)."""
+    notes: list[str] = field(default_factory=list)
+    """Where the harness missed: a point never reached, a fault never used."""
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the app holds an unfinished run of the script that it can resume."""
+        return self.result is not None and not self.finished
+
+    def run_state(self) -> RunState[Any]:
+        """A RunState of the newest result, to resume."""
+        return self.result.to_state()  # type: ignore[no-any-return]
+
+    def dumpable(self) -> Any:
+        """What ``state.dumps`` gets: the newest result, else the turn before."""
+        return self.result if self.result is not None else self.previous
+
+
+async def drive(
+    state: ConversationState,
+    agent: Agent[Any],
+    input: Any,
+    held: Held,
+    *,
+    streamed: bool,
+    **kwargs: Any,
+) -> None:
+    """Run until the script's final answer, approving every pause, unless interrupted."""
+    while True:
+        if streamed:
+            result: Any = state.run_streamed(agent, input, **kwargs)
+            held.result = result
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await state.run(agent, input, **kwargs)
+            held.result = result
+        if held.stopped or not result.interruptions:
+            held.finished = not result.interruptions and result.final_output is not None
+            return
+        input = result.to_state()
+        for item in result.interruptions:
+            input.approve(item)
+
+
+@dataclass
+class Runtime:
+    """The scripted run in flight, as the interruption sees it."""
+
+    state: ConversationState
+    held: Held
+    task: asyncio.Task[Any] | None = None
+    probe: Probe | None = None
+
+    async def cancel_task(self) -> None:
+        """``task.cancel()`` of the task driving the run."""
+        assert self.task is not None
+        self.held.stopped = True
+        self.task.cancel()
+        await self._landing()
+
+    async def cancel_result(self) -> None:
+        """``result.cancel()`` (immediate) of the streamed run."""
+        self.held.stopped = True
+        self.held.result.cancel()
+        await self._landing()
+
+    async def cancel_after_turn(self) -> None:
+        """``result.cancel(mode="after_turn")`` of the streamed run."""
+        self.held.stopped = True
+        self.held.result.cancel(mode="after_turn")
+
+    async def checkpoint_and_crash(self) -> None:
+        """``state.dumps(...)`` at the point, then the process dies (its run task is cancelled)."""
+        self.held.crashed = True
+        if self.probe is not None:
+            self.probe.dead = True
+        try:
+            self.held.checkpoint = self.state.dumps(self.held.dumpable())
+        except Exception as error:
+            self.held.checkpoint_error = error
+        await self.cancel_task()
+
+    async def _landing(self) -> None:
+        await asyncio.sleep(LANDING_SECONDS)
+        self.held.notes.append("the cancellation never reached the point")
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way a run ends early: an action at a probe point, or a fault at a request."""
+
+    name: str
+    action: Callable[[Runtime], Awaitable[None]] | None = None
+    fault: Callable[[int], Fault] | None = None
+    """``after_events -> Fault`` for the request the point names."""
+    mid_stream: bool = False
+    """The fault can strike after any frame of a streamed answer, not only instead of it."""
+    streamed_only: bool = False
+    per_turn: bool = False
+    """Every point of one turn ends the run the same way: only each turn's first is run."""
+
+
+WAYS: dict[str, Way] = {
+    way.name: way
+    for way in (
+        Way("task_cancel", action=Runtime.cancel_task),
+        Way("result_cancel", action=Runtime.cancel_result, streamed_only=True),
+        # The SDK reads the after_turn flag only when a turn ends, and the ledger never sees
+        # the call: all points of a turn are one case.
+        Way("after_turn", action=Runtime.cancel_after_turn, streamed_only=True, per_turn=True),
+        Way("checkpoint", action=Runtime.checkpoint_and_crash),
+        Way("drop", fault=Fault.drop_mid_stream, mid_stream=True),
+        Way(
+            "drop_commit",
+            fault=lambda k: Fault.drop_mid_stream(k, commit=True),
+            mid_stream=True,
+        ),
+        Way("status_500", fault=lambda _: Fault.status(500)),
+        Way("status_500_commit", fault=lambda _: Fault.status(500, commit=True)),
+        Way("rate_429", fault=lambda _: Fault.rate_limit()),
+    )
+}
+"""Every way a run ends early, by name."""

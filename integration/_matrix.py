@@ -1,0 +1,153 @@
+"""The interruption matrix: enumerate a scripted run's points, then interrupt it at each one.
+
+A *cell* is (script, strategy, streamed, way, continuation, point). Each cell runs on a fresh
+conversation: a warm-up turn ``w-N``, the scripted run ``x-N`` interrupted at the point, the
+continuation, and a follow-up turn ``f-N`` that must succeed; then the server-side transcript
+is judged by :func:`~._soundness.transcript_problems`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from agents_state_ext.testing import MockResponsesAPI
+
+from ._continue import CellSkipped, Continuation
+from ._interrupt import TURN_START, Held, Point, Way, response_requests
+from ._scripts import Script, answer
+from ._soundness import (
+    Problem,
+    UnsoundTranscript,
+    assert_transcript_sound,
+    raised,
+    transcript_problems,
+)
+from ._talk import Talk
+
+__all__ = ["Cell", "Outcome", "enumerate_points", "run_point"]
+
+_SEQUENCE = itertools.count(1)
+_POINTS: dict[tuple[str, str, bool, str], list[Point]] = {}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Everything about an interruption except its point."""
+
+    script: Script
+    strategy: str
+    streamed: bool
+    way: Way
+    continuation: Continuation
+
+    @property
+    def name(self) -> str:
+        """``script/strategy/plain|streamed/way/continuation``."""
+        mode = "streamed" if self.streamed else "plain"
+        parts = (self.script.name, self.strategy, mode, self.way.name, self.continuation.name)
+        return "/".join(parts)
+
+    def skip_reason(self) -> str | None:
+        """Why this combination means nothing (None: it is run)."""
+        if self.way.streamed_only and not self.streamed:
+            return f"{self.way.name}: result.cancel() exists only on a streamed result"
+        if self.way.name == "checkpoint" and not self.continuation.loads:
+            return "a checkpoint is restored into a fresh state; same-process runs are other ways"
+        if self.continuation.resume and not self.streamed and not self.script.pauses:
+            return (
+                "a plain run cut short returns no result, so the app holds no RunState to resume "
+                "(only a pause for approval hands one over): the new-turn cells cover its points"
+            )
+        return None
+
+    def open(self, mock: MockResponsesAPI) -> tuple[Talk, tuple[str, str, str]]:
+        """A fresh conversation for one point, and its turn tags (warm-up, script, follow-up)."""
+        script = self.script
+        talk = Talk.open(
+            mock,
+            self.strategy,
+            streamed=self.streamed,
+            responder=script.responder,
+            agent=script.agent,
+            run_kwargs=script.run_kwargs(),
+        )
+        n = next(_SEQUENCE)
+        return talk, (f"w-{n}", f"x-{n}", f"f-{n}")
+
+
+@dataclass
+class Outcome:
+    """One cell's verdict: its problems, or why it was skipped."""
+
+    point: Point
+    problems: list[Problem] = field(default_factory=list)
+    skipped: str | None = None
+
+
+async def enumerate_points(mock: MockResponsesAPI, cell: Cell) -> list[Point]:
+    """Every point where ``cell.way`` can strike, from one uninterrupted run (cached)."""
+    way = cell.way
+    kind = f"probe{way.per_turn}" if way.fault is None else str(way.mid_stream and cell.streamed)
+    key = (cell.script.name, cell.strategy, cell.streamed, kind)
+    if key not in _POINTS:
+        _POINTS[key] = await _uninterrupted_points(mock, cell)
+    return _POINTS[key]
+
+
+async def _uninterrupted_points(mock: MockResponsesAPI, cell: Cell) -> list[Point]:
+    talk, (warm, script_input, _) = cell.open(mock)
+    held = Held(previous=await talk.turn(talk.state, warm))
+    first = len(response_requests(mock))
+    await talk.interrupted(script_input, held, None, Point("uninterrupted"))
+    if not held.finished:
+        raise AssertionError(f"{cell.name}: the uninterrupted script did not finish")
+    if cell.way.fault is None:
+        points = [Point(label, probe=i) for i, label in enumerate(talk.probe.labels)]
+        if cell.way.per_turn:
+            points = [p for p in points if p.label.endswith(TURN_START)]
+        return points
+    return list(_request_points(cell, [r.events for r in response_requests(mock)[first:]]))
+
+
+def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
+    for index, sent in enumerate(events):
+        if not (cell.way.mid_stream and cell.streamed):
+            yield Point(f"req{index} instead of its answer", request=index)
+            continue
+        yield Point(f"req{index} before the first event", request=index)
+        for k, event in enumerate(sent, start=1):
+            yield Point(f"req{index} after {event} (#{k})", request=index, after_events=k)
+
+
+async def run_point(mock: MockResponsesAPI, cell: Cell, point: Point) -> Outcome:
+    """Run one cell: warm-up, the interrupted script, the continuation, a follow-up; judge."""
+    talk, tags = cell.open(mock)
+    warm, script_input, follow_up = tags
+    held = Held(previous=await talk.turn(talk.state, warm))
+    await talk.interrupted(script_input, held, cell.way, point)
+    outcome = Outcome(point, [Problem("harness", note) for note in held.notes])
+    if held.checkpoint_error is not None:
+        outcome.problems.append(raised("dumps() at the point raised", held.checkpoint_error))
+    try:
+        state = await cell.continuation.run(talk, held)
+    except CellSkipped as skip:
+        return Outcome(point, skipped=str(skip))
+    except Exception as error:
+        outcome.problems.append(raised("continuation raised", error))
+        state = talk.state
+    try:
+        final = await talk.turn(state, follow_up)
+    except Exception as error:
+        outcome.problems.append(raised("follow-up raised", error))
+        outcome.problems += transcript_problems([], [], mock.requests)
+        return outcome
+    if final.final_output != answer(follow_up):
+        outcome.problems.append(Problem("follow-up answered", repr(final.final_output)))
+    try:
+        items = talk.transcript(final)
+        assert_transcript_sound(cell.name, items, tags, mock.requests, talk.probe.finished_calls)
+    except UnsoundTranscript as unsound:
+        outcome.problems += unsound.problems
+    return outcome
