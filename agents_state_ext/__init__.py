@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from .attempts import AttemptDiff, AttemptRecord, explain
-from .chat import Attempt, Conversation, GraphSession, open_conversation
+from .chat import Attempt, Conversation, GraphSession, PendingApproval, open_conversation
 from .compaction import CompactionResult
 from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
+    ApprovalPendingError,
     AttemptNotFoundError,
     ConcurrentUpdateError,
     ContextOverflowError,
@@ -47,6 +48,7 @@ from .validation import validate_run_settings
 
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
+    "ApprovalPendingError",
     "Attempt",
     "AttemptDiff",
     "AttemptNotFoundError",
@@ -80,6 +82,7 @@ __all__ = [
     "OpenCallsPolicy",
     "OpenToolCallsError",
     "PartialOutput",
+    "PendingApproval",
     "PreviousResponseNotFoundError",
     "RunInProgressError",
     "RunLifecycle",

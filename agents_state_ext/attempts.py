@@ -18,8 +18,12 @@ class AttemptRecord:
     ``cursor_before`` / ``cursor_after`` are the server cursor (``previous_response_id`` or
     ``conversation_id``) used by and produced by the attempt; ``None`` under client ownership.
     ``reseeded_from`` is the ``previous_response_id`` the server had lost when the attempt was
-    sent again on a new chain seeded from the branch (``None``: it was not). Times are Unix
-    seconds. Records stored before a field existed load with its default.
+    sent again on a new chain seeded from the branch (``None``: it was not). ``status`` is
+    ``queued`` while in flight, ``awaiting_approval`` while tool calls wait for a person, then
+    ``complete``, ``cancelled`` or ``failed``; ``approvals`` lists those calls (``call_id``,
+    ``tool_name``, ``arguments``, ``agent``) with the ``decision`` taken on each
+    (``approved``, ``rejected`` or ``None``) and its ``message``. Times are Unix seconds.
+    Records stored before a field existed load with its default.
     """
 
     message_id: str
@@ -43,6 +47,7 @@ class AttemptRecord:
     error: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    approvals: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this record."""

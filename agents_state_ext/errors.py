@@ -19,6 +19,7 @@ keep working::
     │   ├── NodeNotFoundError         (KeyError)    an unknown node id
     │   ├── InvalidTargetError                      the action does not apply to that node
     │   └── InvalidTransitionError                  the node's status forbids the action
+    │       └── ApprovalPendingError                tool calls of an attempt await a decision
     └── StoreError                                  a conversation store failed
         ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
         ├── ConversationNotFoundError (KeyError)    an unknown conversation id
@@ -28,6 +29,7 @@ keep working::
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalPendingError",
     "AttemptNotFoundError",
     "ConcurrentUpdateError",
     "ContextOverflowError",
@@ -169,3 +171,16 @@ class AttemptNotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ApprovalPendingError(InvalidTransitionError):
+    """An attempt of the chat is ``awaiting_approval``: its tool calls wait for a decision.
+
+    Raised by ``send``, ``retry`` and ``edit`` while the attempt waits (approve or reject its
+    calls and ``resume``, or ``stop`` it), and by ``resume`` while a call is undecided.
+    ``call_ids`` names the calls still waiting for a decision.
+    """
+
+    def __init__(self, message: str, call_ids: list[str]) -> None:
+        super().__init__(message)
+        self.call_ids = list(call_ids)

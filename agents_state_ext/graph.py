@@ -35,6 +35,7 @@ __all__ = [
 GRAPH_VERSION = 1
 _ROLES: tuple[Role, ...] = ("system", "user", "assistant")
 _IN_FLIGHT: tuple[NodeStatus, ...] = ("queued", "streaming")
+_UNFINISHED: tuple[NodeStatus, ...] = (*_IN_FLIGHT, "awaiting_approval")
 
 Content = str | Sequence[Mapping[str, Any]]
 
@@ -164,7 +165,7 @@ class ConversationGraph:
             if parent.role == "user":
                 raise InvalidTargetError(f"{parent.id} is a user message; start an attempt first")
             self._check_appendable(parent)
-            if parent.status in _IN_FLIGHT:
+            if parent.status in _UNFINISHED:
                 raise InvalidTransitionError(f"attempt {parent.id} is still {parent.status}")
         items = _message_items("user", content)
         return self._insert("user", parent.id if parent else None, "complete", items)
@@ -227,15 +228,56 @@ class ConversationGraph:
             node.items = new
         return self._finish(node, "complete", meta)
 
+    def pause(
+        self,
+        node_id: str,
+        *,
+        items: Sequence[Mapping[str, Any]] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Node:
+        """Park an in-flight attempt as ``awaiting_approval``: tool calls wait for a person.
+
+        ``items`` (the attempt's output so far) replace what was streamed; ``meta`` is merged
+        in (the pending calls). :meth:`resume` puts it back in flight; :meth:`stop` cancels it.
+        """
+        node = self._in_flight(node_id, "pause")
+        if items is not None:
+            node.items = _copy_items(items)
+        node.meta.update(copy.deepcopy(dict(meta or {})))
+        return self._touch(node, "awaiting_approval")
+
+    def resume(self, node_id: str, *, meta: Mapping[str, Any] | None = None) -> Node:
+        """Put an attempt ``awaiting_approval`` back in flight (``streaming``); ``meta`` merged."""
+        node = self.get(node_id)
+        if node.role != "assistant" or node.status != "awaiting_approval":
+            raise InvalidTransitionError(f"cannot resume {node.id}: it is {node.status}")
+        node.meta.update(copy.deepcopy(dict(meta or {})))
+        return self._touch(node, "streaming")
+
+    def annotate(self, node_id: str, meta: Mapping[str, Any]) -> Node:
+        """Merge ``meta`` into an attempt ``awaiting_approval`` (decisions on its tool calls)."""
+        node = self.get(node_id)
+        if node.status != "awaiting_approval":
+            raise InvalidTransitionError(f"cannot annotate {node.id}: it is {node.status}")
+        node.meta.update(copy.deepcopy(dict(meta)))
+        self._changed[node.id] = None
+        self._revision += 1
+        return node
+
     def fail(self, node_id: str, error: str) -> Node:
-        """Finish the attempt as ``failed``, keeping its partial output, with ``meta["error"]``."""
-        return self._finish(self._in_flight(node_id, "fail"), "failed", {"error": error})
+        """Finish the attempt as ``failed``, keeping its partial output, with ``meta["error"]``.
+
+        An attempt ``awaiting_approval`` can fail too (its stored run could not be resumed).
+        """
+        node = self._in_flight(node_id, "fail", paused=True)
+        return self._finish(node, "failed", {"error": error})
 
     def stop(self, node_id: str | None = None) -> Node:
-        """Cancel an in-flight attempt (default: the active leaf), keeping its partial output."""
+        """Cancel an in-flight or paused attempt (default: the active leaf), keeping its output."""
         if node_id is None and self._leaf is None:
             raise InvalidTargetError("nothing to stop: the graph is empty")
-        return self._finish(self._in_flight(node_id or str(self._leaf), "stop"), "cancelled", None)
+        node = self._in_flight(node_id or str(self._leaf), "stop", paused=True)
+        return self._finish(node, "cancelled", None)
 
     def retry(self, user_id: str | None = None) -> Node:
         """Start a new attempt as a sibling of the earlier ones; they stay untouched.
@@ -367,11 +409,11 @@ class ConversationGraph:
         if node.status == "invalid":
             raise InvalidTransitionError(f"{node.id} is invalid (replaced by an edit)")
 
-    def _in_flight(self, node_id: str, action: str) -> Node:
+    def _in_flight(self, node_id: str, action: str, *, paused: bool = False) -> Node:
         node = self.get(node_id)
         if node.role != "assistant":
             raise InvalidTargetError(f"cannot {action} {node.id}: it is a {node.role} message")
-        if node.status not in _IN_FLIGHT:
+        if node.status not in (_UNFINISHED if paused else _IN_FLIGHT):
             raise InvalidTransitionError(f"cannot {action} {node.id}: it is {node.status}")
         return node
 

@@ -11,10 +11,13 @@ from ._items import content_text
 __all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
 
 Role = Literal["system", "user", "assistant"]
-NodeStatus = Literal["queued", "streaming", "complete", "cancelled", "failed", "invalid"]
+NodeStatus = Literal[
+    "queued", "streaming", "awaiting_approval", "complete", "cancelled", "failed", "invalid"
+]
 NODE_STATUSES: tuple[NodeStatus, ...] = (
     "queued",
     "streaming",
+    "awaiting_approval",
     "complete",
     "cancelled",
     "failed",

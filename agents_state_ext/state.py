@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any, Literal
 
 from agents import Agent, RunConfig, Runner, RunState
@@ -61,7 +62,13 @@ class ConversationState:
 
     @classmethod
     def replay(cls) -> ConversationState:
-        """The application owns history and replays it (e.g. ``result.to_input_list()``)."""
+        """The application owns history and replays it (e.g. ``result.to_input_list()``).
+
+        Every run of the conversation gets one ``RunConfig.group_id`` (unless the run config
+        sets one), so the SDK sends one stable ``prompt_cache_key`` instead of a new one per
+        run; as always, only to models it gives a default key, and never over a key set in
+        the model settings.
+        """
         return cls("replay")
 
     @classmethod
@@ -218,6 +225,13 @@ class ConversationState:
                 config.call_model_input_filter = tracked_input_filter(base.call_model_input_filter)
             if self.strategy == "session" and base.handoff_input_filter is not None:
                 config.handoff_input_filter = keep_session_history(base.handoff_input_filter)
+            if self.strategy == "replay" and base.group_id is None:
+                # The SDK derives its default prompt_cache_key from the session, the group id
+                # or, failing both, a new value per run; a replayed conversation has neither.
+                group: str | None = getattr(self, "_cache_group", None)
+                if group is None:
+                    group = self._cache_group = f"agents-state-ext:{uuid.uuid4().hex}"
+                config.group_id = group
             return config
         if base.handoff_input_filter is not None:
             raise HandoffFilterError(

@@ -131,3 +131,37 @@ def test_unknown_conversation_and_node_ids_are_one_line(demo_db: tuple[Path, Res
     assert "no conversation 'nope'" in one_error_line(run("inspect", str(db), "nope"))
     line = one_error_line(run("chat", "--db", str(db), "--conversation", "nope"))
     assert "nope" in line
+
+
+def test_chat_shows_a_pending_approval_and_takes_approve_and_reject(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    script = "delete a.txt\nhi\n/approve\ndelete b.txt\n/reject call_2 not today\n/quit\n"
+    result = run("chat", "--db", str(db), "--strategy", "replay", input=script)
+    assert result.exit_code == 0, result.output + result.stderr
+    out = result.stdout
+    assert out.count("awaiting approval:") == 2
+    assert 'delete_file({"path": "a.txt"})  [undecided]' in out
+    assert "error: cannot send: attempt" in out  # "hi" waits: a call awaits a decision
+    assert "call_1 delete_file: approved" in out and "(pretend) deleted a.txt" in out
+    assert "call_2 delete_file: rejected" in out and "The tool answered: not today" in out
+
+    # A pause outlives the process: reopened, the chat shows it and takes the decision.
+    first = run("chat", "--db", str(db), "--strategy", "session", input="delete c.txt\n/quit\n")
+    chats = json.loads(run("inspect", str(db), "--json").stdout)["conversations"]
+    later = run("chat", "--db", str(db), "--conversation", chats[1]["id"], input="/reject\n/quit\n")
+    assert first.exit_code == later.exit_code == 0, later.output + later.stderr
+    assert later.stdout.index("awaiting approval:") < later.stdout.index("you>")
+    assert "rejected" in later.stdout and "The tool answered:" in later.stdout
+
+    data = json.loads(run("inspect", str(db), "--json").stdout)["conversations"]
+    decisions = [
+        [(a["tool_name"], a["decision"]) for a in r["approvals"]]
+        for chat in data
+        for r in chat["attempts"]
+    ]
+    assert decisions == [
+        [("delete_file", "approved")],
+        [("delete_file", "rejected")],
+        [("delete_file", "rejected")],
+    ]
+    assert [r["status"] for chat in data for r in chat["attempts"]] == ["complete"] * 3

@@ -107,11 +107,40 @@ def test_values_json_cannot_hold_are_refused(tmp_path: Path) -> None:
 # -- schema versions ---------------------------------------------------------------------------
 
 
+LATEST = sqlite.MIGRATIONS[-1][0]
+NEXT = LATEST + 1
+
+
 def test_a_new_database_records_every_migration_once(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
     SQLiteStore(db).close()
     SQLiteStore(db).close()
-    assert [v for v, _ in raw(db, "SELECT version, applied_at FROM schema_version")] == [1]
+    versions = [v for v, _ in raw(db, "SELECT version, applied_at FROM schema_version")]
+    assert versions == [v for v, _ in sqlite.MIGRATIONS] == [1, 2]
+
+
+def test_a_version_1_database_opens_with_its_data_and_gains_run_states(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "db.sqlite"
+    graph = sample_graph("c1")
+    record = AttemptRecord("m1", "att_1", started_at=1.0, status="complete")
+    with monkeypatch.context() as first_release:
+        first_release.setattr(sqlite, "MIGRATIONS", sqlite.MIGRATIONS[:1])
+        with SQLiteStore(db) as store:
+            store.create_conversation("c1", strategy="replay", meta={"title": "old"})
+            store.commit("c1", graph.nodes(), expected_head=None, new_head=graph.active_leaf)
+            store.put_attempt("c1", record)
+    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [1]
+    with SQLiteStore(db) as store:
+        assert store.load_graph("c1").to_dict() == graph.to_dict()
+        assert [r.to_dict() for r in store.list_attempts("c1")] == [record.to_dict()]
+        assert store.get_conversation("c1").meta == {"title": "old"}
+        assert store.get_run_state("c1", "att_1") is None
+        store.put_run_state("c1", "att_1", '{"paused": true}')
+    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [1, 2]
+    with SQLiteStore(db) as store:
+        assert store.get_run_state("c1", "att_1") == '{"paused": true}'
 
 
 def test_a_newer_migration_is_applied_on_open(
@@ -120,11 +149,11 @@ def test_a_newer_migration_is_applied_on_open(
     db = tmp_path / "db.sqlite"
     with SQLiteStore(db) as store:
         store.create_conversation("c1", strategy="replay")
-    extra = (2, "ALTER TABLE conversations ADD COLUMN title TEXT; CREATE TABLE notes (x TEXT)")
+    extra = (NEXT, "ALTER TABLE conversations ADD COLUMN title TEXT; CREATE TABLE notes (x TEXT)")
     monkeypatch.setattr(sqlite, "MIGRATIONS", [*sqlite.MIGRATIONS, extra])
     with SQLiteStore(db) as store:
         assert store.list_conversations() == ["c1"]
-    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [1, 2]
+    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [*range(1, NEXT + 1)]
     assert raw(db, "SELECT title FROM conversations") == [(None,)]
 
 
@@ -133,11 +162,11 @@ def test_a_failing_migration_changes_nothing(
 ) -> None:
     db = tmp_path / "db.sqlite"
     SQLiteStore(db).close()
-    broken = (2, "CREATE TABLE half (x TEXT); CREATE TABLE nodes (x TEXT)")
+    broken = (NEXT, "CREATE TABLE half (x TEXT); CREATE TABLE nodes (x TEXT)")
     monkeypatch.setattr(sqlite, "MIGRATIONS", [*sqlite.MIGRATIONS, broken])
     with pytest.raises(StoreError, match="already exists"):
         SQLiteStore(db)
-    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [1]
+    assert [v for (v,) in raw(db, "SELECT version FROM schema_version")] == [*range(1, NEXT)]
     assert raw(db, "SELECT name FROM sqlite_master WHERE name = 'half'") == []
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from .approvals import PendingApproval
 from .attempt import Attempt
 from .conversation import Conversation
 from .opening import STRATEGIES, open_conversation
 from .session import GraphSession
 
-__all__ = ["STRATEGIES", "Attempt", "Conversation", "GraphSession", "open_conversation"]
+__all__ = [
+    "STRATEGIES",
+    "Attempt",
+    "Conversation",
+    "GraphSession",
+    "PendingApproval",
+    "open_conversation",
+]

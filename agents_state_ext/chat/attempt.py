@@ -13,6 +13,7 @@ from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 from ..attempts import AttemptRecord
 from ..nodes import Node, NodeStatus
 from ..state import ConversationState
+from .approvals import PendingApproval, read_approvals
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ class Attempt:
     ``async for delta in attempt`` yields the answer's text as it arrives (one piece at the
     end when not streamed). :meth:`stop` cancels it; the text received so far is stored with
     status ``cancelled``. Awaiting a failed attempt raises its error, after it was stored as
-    ``failed``; awaiting a stopped one returns normally.
+    ``failed``; awaiting a stopped one returns normally, and so does awaiting one whose run
+    stopped for tool approval: it is then ``awaiting_approval``, with its calls in
+    :attr:`approvals` (decide them and ``Conversation.resume``).
 
     Under ``previous_response``, when the server no longer knows the response the attempt
     chains from, the attempt is sent once more on a new chain seeded from the branch
@@ -45,8 +48,10 @@ class Attempt:
         plan: Plan,
         record: AttemptRecord,
         *,
-        agent: Agent[Any],
+        agent: Agent[Any] | None,
         stream: bool,
+        resume_from: str | None = None,
+        run: bool = True,
     ) -> None:
         self._chat = chat
         self.node = node
@@ -60,7 +65,20 @@ class Attempt:
         self._result: RunResultBase | None = None
         self._created_id: str | None = None
         self._call: asyncio.Task[RunResultBase] | None = None
-        self._task = asyncio.get_running_loop().create_task(self._drive())
+        self._resume_from = resume_from
+        self.resumed = resume_from is not None
+        """Whether this attempt continues a run that waited for tool approval."""
+        self._task: asyncio.Task[None] | None = None  # None: it does not run in this handle
+        if run:
+            self._task = asyncio.get_running_loop().create_task(self._drive())
+        else:
+            self._deltas.put_nowait(None)
+
+    @classmethod
+    def settled(cls, chat: Conversation, node: Node, record: AttemptRecord) -> Attempt:
+        """A view of an attempt that does not run in this handle (parked, or ended)."""
+        plan = Plan(nodes=[], input=[], tokens={}, used=0, budget=None, overflow=False)
+        return cls(chat, node, plan, record, agent=chat.agent, stream=False, run=False)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -90,15 +108,21 @@ class Attempt:
         return self.node.text()
 
     @property
+    def approvals(self) -> list[PendingApproval]:
+        """The tool calls this attempt waits on while ``awaiting_approval`` (else ``[]``)."""
+        return read_approvals(self.node) if self.status == "awaiting_approval" else []
+
+    @property
     def done(self) -> bool:
         """Whether the attempt has ended and been stored."""
-        return self._task.done()
+        return self._task is None or self._task.done()
 
     # -- waiting, streaming, stopping --------------------------------------------------------
 
     async def wait(self) -> Attempt:
         """Wait until the attempt has ended; re-raise its error (it failed, or lost a race)."""
-        await asyncio.shield(self._task)
+        if self._task is not None:
+            await asyncio.shield(self._task)
         if self.error is not None:
             raise self.error
         return self
@@ -115,7 +139,7 @@ class Attempt:
 
     async def stop(self) -> Attempt:
         """Cancel the attempt and wait until its partial answer is stored as ``cancelled``."""
-        if not self._task.done():
+        if self._task is not None and not self._task.done():
             self._stopping = True
             if self._call is None:
                 self._task.cancel()
@@ -146,13 +170,16 @@ class Attempt:
             chat._fail(self, exc)
         finally:
             chat._released(self)
-            if not self.stream and self.status == "complete":
+            if not self.stream and self.status in ("complete", "awaiting_approval"):
                 self._deltas.put_nowait(self.text)
             self._deltas.put_nowait(None)
 
     async def _answer(self) -> tuple[RunResultBase, ConversationState]:
         """Run the attempt, and once more on a new chain if the server lost its cursor."""
         chat = self._chat
+        if self._resume_from is not None:
+            state, run_state = await chat._parking.load(self, self._resume_from)
+            return await self._call_model(state, run_state), state
         state, input = await chat._prepare(self)
         try:
             return await self._call_model(state, input), state
@@ -166,9 +193,7 @@ class Attempt:
         state, input = await chat._prepare(self)
         return await self._call_model(state, input), state
 
-    async def _call_model(
-        self, state: ConversationState, input: list[dict[str, Any]]
-    ) -> RunResultBase:
+    async def _call_model(self, state: ConversationState, input: Any) -> RunResultBase:
         self._call = asyncio.get_running_loop().create_task(self._run(state, input))
         return await self._call
 
@@ -182,13 +207,15 @@ class Attempt:
             await asyncio.wait([self._call])
         self._chat._cancelled(self, self._created_id)
 
-    async def _run(self, state: ConversationState, input: list[dict[str, Any]]) -> RunResultBase:
-        kwargs = self._chat.runner_kwargs
+    async def _run(self, state: ConversationState, input: Any) -> RunResultBase:
+        kwargs = self._chat._runner_kwargs(self)
+        agent = self.agent
+        assert agent is not None  # the chat checked it before starting the attempt
         if not self.stream:
-            result: RunResultBase = await state.run(self.agent, input, **kwargs)
+            result: RunResultBase = await state.run(agent, input, **kwargs)
             self._result = result
             return result
-        streamed = state.run_streamed(self.agent, input, **kwargs)
+        streamed = state.run_streamed(agent, input, **kwargs)
         self._result = streamed
         async for event in streamed.stream_events():
             if event.type != "raw_response_event":

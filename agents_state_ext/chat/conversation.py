@@ -6,6 +6,12 @@ a compare-and-set on the branch head) and, per attempt, a
 :class:`~agents_state_ext.ConversationState` of the chat's strategy (who owns what is sent).
 Every attempt writes its :class:`~agents_state_ext.AttemptRecord` when it starts and ends.
 
+An attempt whose run stops for tool approval (``needs_approval``) is parked as
+``awaiting_approval``: its run waits in the store beside it, its pending calls are readable
+(:meth:`Conversation.pending_approvals`), any handle decides them (:meth:`~Conversation.approve`,
+:meth:`~Conversation.reject`) and continues the run (:meth:`~Conversation.resume`); until then the
+chat takes no new attempt, and :meth:`~Conversation.stop` cancels the parked one.
+
 Several handles may share one chat (``open_conversation`` twice on one store). A handle whose
 compare-and-set loses re-reads the store and raises ``ConcurrentUpdateError``; an attempt that
 ends after another handle moved the head is still stored in its final status, off the branch
@@ -15,11 +21,12 @@ the other handle made active.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents import Agent
+from agents import Agent, RunConfig
 from agents.models import get_default_model
 from agents.result import RunResultBase
 
@@ -37,8 +44,10 @@ from ..nodes import Node
 from ..state import ConversationState, StrategyName
 from ..stores import ConversationStore
 from ..tokens import MessageCounter, TokenCounter
+from .approvals import PendingApproval, read_approvals
 from .attempt import Attempt
 from .forks import ServerConversations, place
+from .parking import Parking, interruptions, output_items
 from .plan import nearest_complete_assistant, plan_request
 from .reseed import previous_response_lost
 from .session import GraphSession
@@ -46,6 +55,8 @@ from .session import GraphSession
 __all__ = ["Conversation", "check_budget", "load_graph", "model_name"]
 
 _IN_FLIGHT = ("queued", "streaming")
+_UNFINISHED = (*_IN_FLIGHT, "awaiting_approval")
+_FINAL = ("complete", "cancelled", "failed")
 _SETTLE_TRIES = 5  # compare-and-set rounds to store a final attempt against a busy store
 
 
@@ -84,9 +95,9 @@ def _settled(final: Node, stored: Node) -> Node | None:
     (with the edit's bookkeeping) and keeps its output. A node another writer already ended
     is left as it is (``None``).
     """
-    if stored.status in _IN_FLIGHT:
+    if stored.status in _UNFINISHED:
         return final
-    if stored.status == "invalid" and stored.meta.get("status_before_invalid") in _IN_FLIGHT:
+    if stored.status == "invalid" and stored.meta.get("status_before_invalid") in _UNFINISHED:
         node = Node.from_dict(final.to_dict())
         node.status = "invalid"
         for key in ("invalidated_by", "status_before_invalid"):
@@ -140,6 +151,8 @@ class Conversation:
         self._index = ContextIndex()
         self._head = graph.active_leaf
         self._in_flight: Attempt | None = None
+        self._first_root: str | None = None
+        self._parking = Parking(self)
         self._session = GraphSession(self)
         self._servers = ServerConversations.from_dict(meta.get("server_conversations"))
         self._cache_key = str(meta.get("prompt_cache_key") or f"agents-state-ext:{self.id}")
@@ -161,28 +174,50 @@ class Conversation:
         """The attempt still running, if any."""
         return self._in_flight
 
+    @property
+    def awaiting_approval(self) -> Attempt | None:
+        """The attempt whose tool calls wait for a decision, if any (see :meth:`resume`)."""
+        self._session.settle(read=True)
+        return self._parking.attempt()
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls the attempt ``awaiting_approval`` waits on, with decisions so far.
+
+        Read from the store, so decisions taken by another handle or process show. ``[]`` when
+        no attempt waits.
+        """
+        self._session.settle(read=True)
+        node = self._parking.node(fresh=True)
+        return read_approvals(node) if node is not None else []
+
     def active_path(self) -> list[Node]:
         """The active branch, root first."""
+        self._session.settle(read=True)
         return self.graph.active_path()
 
     def node(self, node_id: str) -> Node:
         """One message (``NodeNotFoundError`` if unknown)."""
+        self._session.settle(read=True)
         return self.graph.get(node_id)
 
     def siblings(self, node_id: str) -> list[Node]:
         """The alternatives to a message: earlier attempts, or earlier versions of an edit."""
+        self._session.settle(read=True)
         return self.graph.siblings(node_id)
 
     def branches(self) -> list[str]:
         """The leaf id of every branch, oldest first."""
+        self._session.settle(read=True)
         return self.graph.branches()
 
     def attempts(self, message_id: str | None = None) -> list[AttemptRecord]:
         """The attempt records, in start order (only that assistant message's if given)."""
+        self._session.settle(read=True)
         return self.store.list_attempts(self.id, message_id=message_id)
 
     def record(self, ref: str) -> AttemptRecord:
         """The record of an attempt, by attempt id or by its assistant message's id."""
+        self._session.settle(read=True)
         try:
             return self.store.get_attempt(self.id, ref)
         except AttemptNotFoundError:
@@ -219,6 +254,9 @@ class Conversation:
 
     def session(self) -> GraphSession:
         """An SDK ``Session`` following this chat's active branch (for ``Runner`` yourself).
+
+        Each run through it is one attempt of the chat, with its record; see
+        :class:`GraphSession` for how a run's end is known.
 
         Replay and session chats only: under ``previous_response`` or ``conversation`` the
         server owns the history, so a session would be a second owner (its turns would carry
@@ -260,18 +298,62 @@ class Conversation:
 
     def switch(self, node_id: str) -> Node:
         """Make ``node_id`` the active leaf (any message); nothing else changes."""
+        self._session.settle()
         node = self.graph.switch(node_id)
         self._commit()
         return node
 
     async def stop(self) -> Attempt | None:
-        """Stop the attempt in flight, if any; its partial answer is stored as ``cancelled``."""
+        """Stop the attempt in flight, if any; its partial answer is stored as ``cancelled``.
+
+        An attempt ``awaiting_approval`` is cancelled the same way: its stored run is dropped
+        and its pending tool calls are never run (returned as a finished :class:`Attempt`).
+        """
         attempt = self._in_flight
-        return await attempt.stop() if attempt is not None else None
+        if attempt is not None:
+            return await attempt.stop()
+        self._session.settle()
+        return self._parking.drop()
+
+    # -- tool approvals ----------------------------------------------------------------------
+
+    def approve(self, call_id: str | None = None, *, always: bool = False) -> list[PendingApproval]:
+        """Approve a pending tool call (``None``: every undecided one); see :meth:`resume`.
+
+        ``always`` approves later calls of the same tool by the same agent in this run too.
+        Decisions are stored at once, so another handle or process may :meth:`resume`. Returns
+        the pending calls with their decisions.
+        """
+        self._session.settle()
+        return self._parking.decide(call_id, "approved", always=always)
+
+    def reject(
+        self, call_id: str | None = None, *, message: str | None = None, always: bool = False
+    ) -> list[PendingApproval]:
+        """Reject a pending tool call (``None``: every undecided one); see :meth:`resume`.
+
+        The tool does not run; the model is told ``message`` (default: the SDK's rejection
+        text) when the attempt resumes. ``always`` rejects later calls of that tool too.
+        """
+        self._session.settle()
+        return self._parking.decide(call_id, "rejected", message=message, always=always)
+
+    def resume(self, *, stream: bool = False) -> Attempt:
+        """Continue the attempt ``awaiting_approval`` from its stored run, with the decisions.
+
+        Every pending call needs a decision first (``ApprovalPendingError`` names those that
+        have none). The run goes on where it stopped: approved tools run, rejected ones tell
+        the model so, and nothing the run already sent is sent again. The same attempt (same
+        ids, same record) then ends ``complete``, ``cancelled`` or ``failed`` — or waits again.
+        """
+        self._check_idle("resume", paused_ok=True)
+        attempt = self._parking.resume(stream=stream)
+        self._in_flight = attempt
+        return attempt
 
     # -- attempt lifecycle (called by Attempt) -----------------------------------------------
 
-    def _check_idle(self, action: str) -> None:
+    def _check_idle(self, action: str, *, paused_ok: bool = False) -> None:
         asyncio.get_running_loop()  # before any change: an attempt runs as a task of this loop
         if self.agent is None:
             raise ValueError(f"cannot {action}: this conversation was opened without an agent")
@@ -279,6 +361,64 @@ class Conversation:
             raise InvalidTransitionError(
                 f"cannot {action}: attempt {self._in_flight.id} is still running; stop it first"
             )
+        self._session.settle()
+        if self._session.running:
+            raise InvalidTransitionError(
+                f"cannot {action}: a run through chat.session() is still in flight"
+            )
+        if not paused_ok:
+            self._parking.refuse(action)
+
+    def _new_record(
+        self,
+        node: Node,
+        included: dict[str, int],
+        *,
+        overflow: bool = False,
+        cursor_before: str | None = None,
+    ) -> AttemptRecord:
+        """The record of a new attempt ``node`` that sends ``included`` (message id -> tokens)."""
+        agent = self.agent
+        return AttemptRecord(
+            message_id=node.id,
+            attempt_id=str(node.attempt_id),
+            parent_user_id=node.parent_id,
+            request_id=node.request_id,
+            model=model_name(agent) if agent is not None else None,
+            prompt_version=self.prompt_version,
+            sampling=_sampling(agent) if agent is not None else {},
+            included=dict(included),
+            budget=self._budget,
+            used=sum(included.values()),
+            overflow=overflow,
+            state_owner=self.strategy,
+            cursor_before=cursor_before,
+            started_at=time.time(),
+        )
+
+    def _cache_group(self, node_id: str | None = None) -> str:
+        """The chat's id, or with the root of ``node_id``'s branch when it is not the first root.
+
+        Branches under different roots (an edit of the first message of a chat without
+        system messages) share no prefix, so their requests get their own prompt cache key.
+        """
+        graph = self.graph
+        path = graph.path_to(node_id) if node_id is not None else graph.active_path()
+        if not path:
+            return self.id
+        if self._first_root is None or self._first_root not in graph:
+            self._first_root = graph.nodes()[0].id
+        return self.id if path[0].id == self._first_root else f"{self.id}:{path[0].id}"
+
+    def _runner_kwargs(self, attempt: Attempt) -> dict[str, Any]:
+        """``runner_kwargs`` for ``attempt``; a replay run is grouped by its branch (cache key)."""
+        kwargs = dict(self.runner_kwargs)
+        if self.strategy == "replay":
+            config = kwargs.get("run_config") or RunConfig()
+            if config.group_id is None:
+                group = f"agents-state-ext:{self._cache_group(attempt.id)}"
+                kwargs["run_config"] = dataclasses.replace(config, group_id=group)
+        return kwargs
 
     def _start(self, node: Node, stream: bool) -> Attempt:
         assert self.agent is not None
@@ -287,22 +427,13 @@ class Conversation:
         plan = plan_request(
             self.strategy, path, budget=self._budget, counter=self.counter, index=self._index
         )
-        record = AttemptRecord(
-            message_id=node.id,
-            attempt_id=str(node.attempt_id),
-            parent_user_id=user.id,
-            request_id=node.request_id,
-            model=model_name(self.agent),
-            prompt_version=self.prompt_version,
-            sampling=_sampling(self.agent),
-            included={n.id: plan.tokens[n.id] for n in plan.nodes},
-            budget=plan.budget,
-            used=plan.used,
+        record = self._new_record(
+            node,
+            {n.id: plan.tokens[n.id] for n in plan.nodes},
             overflow=plan.overflow,
-            state_owner=self.strategy,
             cursor_before=plan.cursor_before,
-            started_at=time.time(),
         )
+        record.budget, record.used = plan.budget, plan.used
         try:
             plan.ensure_sendable()
         except Exception as exc:
@@ -377,7 +508,10 @@ class Conversation:
         self._write(record, "queued")
 
     def _complete(self, attempt: Attempt, result: RunResultBase, state: ConversationState) -> None:
-        items = [dict(item.to_input_item()) for item in result.new_items]
+        if interruptions(result):
+            self._parking.park(attempt, result, state)
+            return
+        items = output_items(result)
         tracker = state.tracker
         response_id = result.last_response_id
         if tracker is not None and tracker.previous_response_id is not None:
@@ -419,7 +553,11 @@ class Conversation:
 
     def _interrupted(self, attempt: Attempt) -> None:
         attempt.record.cursor_after = attempt.record.cursor_before
-        server = attempt.node.meta.get("server_conversation")
+        self._interrupted_on_server(attempt.node)
+
+    def _interrupted_on_server(self, node: Node) -> None:
+        """An attempt on a server conversation ended unfinished: the server may hold part of it."""
+        server = node.meta.get("server_conversation")
         if isinstance(server, str):
             self._servers.interrupted(server)
             self._save_servers()
@@ -428,6 +566,8 @@ class Conversation:
         if self._in_flight is attempt:
             self._in_flight = None
         self._session._unbind()
+        if attempt.resumed and attempt.status != "awaiting_approval":
+            self.store.delete_run_state(self.id, attempt.attempt_id)
 
     def _driving(self, node_id: str) -> bool:
         """Whether ``node_id`` is the attempt this chat is running (the session defers to it)."""
@@ -439,7 +579,7 @@ class Conversation:
         record.status = status
         if error is not None:
             record.error = error
-        if status not in _IN_FLIGHT:
+        if status in _FINAL:
             record.finished_at = time.time()
         self._commit()
         self.store.put_attempt(self.id, record)
@@ -506,6 +646,7 @@ class Conversation:
         """Re-read the graph, its head and the server conversations, which another handle moved."""
         self.graph = load_graph(self.store, self.id, self._id_factory)
         self._head = self.graph.active_leaf
+        self._parking.found()
         meta = self.store.get_conversation(self.id).meta
         self._servers = ServerConversations.from_dict(meta.get("server_conversations"))
         attempt = self._in_flight

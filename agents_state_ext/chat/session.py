@@ -1,25 +1,48 @@
 """``GraphSession``: an Agents SDK ``Session`` whose history is a chat's active branch.
 
 ``Runner.run(agent, text, session=chat.session())`` reads the active branch's history (system
-messages and complete user→assistant turns, within the chat's token budget) and writes the
-run into the graph: the new user message, then the attempt's tool calls and outputs, the
-attempt completing when its final assistant message arrives. Switching branches changes what
-the next run reads. Under ``Conversation.send`` the chat has already created the user message
-and the attempt, so the session only hands the SDK the planned history and records progress.
-Only replay and session chats hand one out (``Conversation.session``): a server-strategy chat's
-history belongs to the server.
+messages and complete user→assistant turns, within the chat's token budget) and files the run
+into the graph as one attempt, with its :class:`~agents_state_ext.AttemptRecord`: the new user
+message, then the attempt's output as the SDK stores it. Switching branches changes what the
+next run reads. Under ``Conversation.send`` the chat has already created the user message and
+the attempt, so the session only hands the SDK the planned history. Only replay and session
+chats hand one out (``Conversation.session``): a server-strategy chat's history belongs to the
+server.
+
+Run boundaries come from the SDK, not from the shape of the items: every call a run makes on
+the session carries that run's context (the SDK's ``RunContextWrapper``, which a session gets by
+accepting ``wrapper=``), so a run begins with its first call. It ends when the task that is the
+run alone ends (the SDK's streamed run loop, or a task made of ``Runner.run`` /
+``ConversationState.run``): cancelled, raised or finished, exactly. A run awaited inside a task
+that outlives it (``await Runner.run(...)``) tells a session nothing when it returns or raises;
+it is over when the next run through the session begins or the chat is next acted on, and it is
+filed by what the SDK stored and whether the SDK started a turn after the last one it stored:
+
+- nothing stored after the user message, or a turn started and never stored: ``failed``;
+- the last stored turn left a tool call without output: ``awaiting_approval`` (a run resumed
+  from its ``RunState`` with decisions on those calls continues the same attempt);
+- otherwise ``complete`` (a final answer, or ``tool_use_behavior="stop_on_first_tool"``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import agents
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
-from ..errors import InvalidTargetError
+from ..attempts import AttemptRecord
+from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransitionError
 from ..nodes import Node
+from ..state import ConversationState
+from .approvals import PendingApproval, open_calls, read_approvals, undecided
 from .plan import plan_request
 
 if TYPE_CHECKING:
@@ -27,40 +50,172 @@ if TYPE_CHECKING:
 
 __all__ = ["GraphSession"]
 
+_SDK_DIR = os.path.dirname(agents.__file__) + os.sep
+# A task made of one of these runs one run and nothing else (the SDK's own code is checked by
+# file: its streamed run loop, ``Runner.run``).
+_RUN_CODES = frozenset({ConversationState.run.__code__})
+_UNFINISHED = ("queued", "streaming", "awaiting_approval")
+_NO_ANSWER = "the run ended before the model's answer was stored"
+_UNFINISHED_TURN = "the run started a turn after its last stored one and never stored it"
+
+
+@dataclass
+class _Run:
+    """One SDK run an app started through the session, as far as the session has seen it."""
+
+    context: Any  # the run's RunContextWrapper; None for items an app adds by hand
+    task: asyncio.Task[Any] | None  # the task that is this run alone, if there is one
+    owner: asyncio.Task[Any] | None  # the task the run began in
+    attempt: str | None = None
+    record: AttemptRecord | None = None
+    included: dict[str, int] = field(default_factory=dict)
+    overflow: bool = False
+    turn: Any = None  # the context's turn input when the run's newest batch was stored
+    watch: tuple[asyncio.Task[Any], Any] | None = None  # (task, its done callback)
+
 
 class GraphSession:
-    """A ``Session`` over a chat's graph; its ``session_id`` is the chat's id.
+    """A ``Session`` over a chat's graph.
 
-    A chat never deletes: ``pop_item`` returns ``None`` and ``clear_session`` raises
-    ``InvalidTargetError`` (edit a message or switch branches instead).
+    ``session_id`` is the chat's id (on a branch that shares no message with the chat's first
+    branch, the chat's id and that branch's first message id: the SDK derives its
+    ``prompt_cache_key`` from it). A chat never deletes: ``pop_item`` returns ``None`` and
+    ``clear_session`` raises ``InvalidTargetError`` (edit a message or switch branches).
     """
 
     session_settings: SessionSettings | None = None
 
     def __init__(self, conversation: Conversation) -> None:
         self._chat = conversation
-        self.session_id = conversation.id
-        self._attempt: str | None = None
-        self._history: list[dict[str, Any]] | None = None
+        self._bound: tuple[str, list[dict[str, Any]]] | None = None
+        self._run: _Run | None = None
+
+    @property
+    def session_id(self) -> str:
+        """The chat's id, or the chat's and its branch root's (see the class docstring)."""
+        return self._chat._cache_group(self._bound[0] if self._bound is not None else None)
+
+    @session_id.setter
+    def session_id(self, value: str) -> None:
+        raise AttributeError("a chat's session id follows the chat and its branches")
+
+    # -- the chat drives an attempt ----------------------------------------------------------
 
     def _bind(self, attempt_id: str, history: list[dict[str, Any]]) -> None:
-        """Serve ``history`` to the run of this attempt (set by ``Conversation.send``)."""
-        self._attempt, self._history = attempt_id, history
+        """Serve ``history`` to the run of this attempt (set by ``Conversation``)."""
+        self._bound = (attempt_id, history)
 
     def _unbind(self) -> None:
-        self._attempt, self._history = None, None
+        self._bound = None
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+    # -- the Session protocol ----------------------------------------------------------------
+
+    async def get_items(
+        self, limit: int | None = None, wrapper: Any = None
+    ) -> list[TResponseInputItem]:
         """The active branch's history, oldest first; the newest ``limit`` items if given."""
-        if self._history is not None:
-            items = copy.deepcopy(self._history)
+        if self._bound is not None:
+            items = copy.deepcopy(self._bound[1])
+        elif wrapper is not None:
+            run = self._begin(wrapper)
+            items = self._plan(run)
         else:
-            items = self._branch_history()
+            items = self._plan(None)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items  # type: ignore[return-value]  # input-item dicts, as the SDK stores them
 
-    def _branch_history(self) -> list[dict[str, Any]]:
+    async def add_items(self, items: list[TResponseInputItem], wrapper: Any = None) -> None:
+        """File what the SDK stores into the run's attempt (a new user message, then output)."""
+        if self._bound is not None:
+            return  # the chat records its own attempt from the run's result
+        self._store(self._begin(wrapper), [dict(item) for item in items], wrapper)
+
+    async def pop_item(self, wrapper: Any = None) -> TResponseInputItem | None:
+        """Nothing: a chat never deletes a message."""
+        return None
+
+    async def clear_session(self, wrapper: Any = None) -> None:
+        """Refused: a chat never deletes; edit a message or switch branches instead."""
+        raise InvalidTargetError(
+            f"chat {self._chat.id} keeps every message; edit or switch instead of clearing"
+        )
+
+    # -- runs an app started -----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether a run an app started through this session is still going, as far as known."""
+        run = self._run
+        return run is not None and run.task is not None and not run.task.done()
+
+    def settle(self, *, read: bool = False) -> None:
+        """File the newest run an app started, unless it is known to be still going.
+
+        ``read``: only a look at the chat; a run awaited in another task that is still alive
+        may be going on, so it stays open until that task, an action or the next run ends it.
+        """
+        run = self._run
+        if run is None or self.running:
+            return
+        if run.task is None and read:
+            owner = run.owner
+            if owner is not None and not owner.done() and owner is not _current_task():
+                return
+        self._close(run, _outcome(run.task) if run.task is not None else None)
+
+    def _begin(self, context: Any) -> _Run:
+        run = self._run
+        if run is not None and run.context is context:
+            return run
+        if run is not None:
+            if self.running:
+                raise InvalidTransitionError(
+                    f"a run through chat {self._chat.id}'s session is still in flight; one "
+                    "run at a time (await or cancel it first)"
+                )
+            self._close(run, _outcome(run.task) if run.task is not None else None)
+        owner = _current_task()
+        run = _Run(
+            context=context, task=_run_task(owner) if context is not None else None, owner=owner
+        )
+        paused = self._chat._parking.node()
+        if paused is not None:
+            pending = read_approvals(paused)
+            if context is None or not _decided(context, pending):
+                waiting = undecided(pending) or [a.call_id for a in pending]
+                raise ApprovalPendingError(
+                    f"attempt {paused.id} of chat {self._chat.id} awaits approval of tool calls "
+                    f"{', '.join(waiting)}: resume its run (Runner.run with its RunState and "
+                    "the decisions) or stop it (chat.stop()) first",
+                    waiting,
+                )
+            self._resume(run, paused)
+        self._run = run
+        watched = run.task or run.owner
+        if watched is not None:
+            callback = functools.partial(self._ended, run)
+            watched.add_done_callback(callback)
+            run.watch = (watched, callback)
+        return run
+
+    def _resume(self, run: _Run, paused: Node) -> None:
+        chat = self._chat
+        decided = [_with_decision(run.context, a) for a in read_approvals(paused)]
+        entries = [a.to_dict() for a in decided]
+        chat.graph.resume(paused.id, meta={"approvals": entries})
+        chat._parking.node_id = None
+        run.attempt = paused.id
+        run.record = chat.store.get_attempt(chat.id, str(paused.attempt_id))
+        run.record.approvals = entries
+        run.turn = None
+        chat._write(run.record, "queued")
+
+    def _ended(self, run: _Run, task: asyncio.Task[Any]) -> None:
+        if self._run is run:
+            self._close(run, _outcome(task) if task is run.task else None)
+
+    def _plan(self, run: _Run | None) -> list[dict[str, Any]]:
         chat = self._chat
         path = chat.graph.active_path()
         if not path:
@@ -70,37 +225,129 @@ class GraphSession:
         plan = plan_request(
             "session", [*path, placeholder], budget=chat.budget, counter=chat.counter
         )
+        if run is not None and run.attempt is None:
+            run.included = {n.id: plan.tokens[n.id] for n in plan.nodes if n is not placeholder}
+            run.overflow = plan.overflow
         return plan.history
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Record what the SDK persists: a new user message, or the attempt's output."""
-        if self._attempt is not None and self._chat._driving(self._attempt):
-            return  # the chat records its own attempt from the run's result
-        graph = self._chat.graph
-        batch = [dict(item) for item in items]
-        users = [i for i in batch if i.get("role") == "user"]
-        outputs = [i for i in batch if i.get("role") != "user"]
-        if users and self._attempt is None:
-            graph.add_user(users)
-            self._attempt = graph.start_attempt().id
-        if outputs and self._attempt is not None:
-            graph.add_items(self._attempt, outputs)
-            if _ends_turn(outputs):
-                graph.complete(self._attempt)
-                self._attempt = None
-        self._chat._commit()
+    def _store(self, run: _Run, batch: list[dict[str, Any]], context: Any) -> None:
+        chat = self._chat
+        graph = chat.graph
+        outputs = batch
+        if run.attempt is None:
+            users = [i for i in batch if i.get("role") == "user"]
+            outputs = [i for i in batch if i.get("role") != "user"]
+            if users:
+                user = graph.add_user(users)
+                node = graph.start_attempt()
+            else:
+                # No new user message (an app resuming a run the chat never saw pause):
+                # the run answers the active turn's user message again.
+                node = graph.retry()
+                user = graph.get(str(node.parent_id))
+            if not run.included:
+                self._plan(run)  # items added by hand: record what the branch held
+            run.included[user.id] = chat.counter.count(user.id, user.items)
+            run.attempt = node.id
+            run.record = chat._new_record(node, run.included, overflow=run.overflow)
+        if outputs:
+            graph.add_items(run.attempt, outputs)
+        run.turn = getattr(context, "turn_input", None)
+        assert run.record is not None
+        chat._write(run.record, "queued")
 
-    async def pop_item(self) -> TResponseInputItem | None:
-        """Nothing: a chat never deletes a message."""
+    def _close(self, run: _Run, outcome: tuple[str, str | None] | None) -> None:
+        """File ``run`` as it ended (``outcome``: how, when the session knows)."""
+        if self._run is run:
+            self._run = None
+        if run.watch is not None:
+            task, callback = run.watch
+            task.remove_done_callback(callback)  # a long-lived task must not keep every run
+            run.watch = None
+        chat = self._chat
+        if run.attempt is None or run.record is None or run.attempt not in chat.graph:
+            return  # the run stored nothing: nothing of it reached the chat
+        node = chat.graph.get(run.attempt)
+        if node.status not in _UNFINISHED:
+            return  # already ended (stopped by the chat, or invalidated by an edit)
+        if outcome is not None and outcome[0] != "ended":
+            status, error = outcome
+        else:
+            status, error = _by_evidence(node, run)
+            owner = _outcome(run.owner) if outcome is None else None
+            if status == "failed" and owner is not None and owner[0] != "ended":
+                status, error = owner  # unfinished, in a task that was cancelled or raised
+        record = run.record
+        if status == "awaiting_approval":
+            pending = open_calls(node.items)
+            record.approvals = [a.to_dict() for a in pending]
+            if node.status != "awaiting_approval":
+                chat.graph.pause(node.id, meta={"approvals": record.approvals})
+            chat._write(record, "awaiting_approval")
+            chat._parking.node_id = node.id
+            return
+        if node.status == "awaiting_approval":
+            chat.graph.resume(node.id)
+        if status == "complete":
+            chat.graph.complete(node.id)
+        elif status == "cancelled":
+            chat.graph.stop(node.id)
+        else:
+            chat.graph.fail(node.id, error or "failed")
+        chat._write(record, status, error=error)
+
+
+def _by_evidence(node: Node, run: _Run) -> tuple[str, str | None]:
+    """How a run ended that raised nothing the session saw, from what it stored."""
+    if not node.items:
+        return "failed", _NO_ANSWER
+    if run.context is not None and getattr(run.context, "turn_input", None) is not run.turn:
+        return "failed", _UNFINISHED_TURN
+    if open_calls(node.items):
+        return "awaiting_approval", None
+    return "complete", None
+
+
+def _outcome(task: asyncio.Task[Any] | None) -> tuple[str, str | None] | None:
+    """How the task that was a run ended: cancelled, failed (why), or ended."""
+    if task is None or not task.done():
+        return None
+    if task.cancelled():
+        return "cancelled", None
+    error = task.exception()
+    if error is not None:
+        return "failed", f"{type(error).__name__}: {error}"
+    return "ended", None
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
         return None
 
-    async def clear_session(self) -> None:
-        """Refused: a chat never deletes; edit a message or switch branches instead."""
-        raise InvalidTargetError(
-            f"chat {self.session_id} keeps every message; edit or switch instead of clearing"
-        )
+
+def _run_task(task: asyncio.Task[Any] | None) -> asyncio.Task[Any] | None:
+    """``task``, when it is one run alone (its end is the run's end); else ``None``."""
+    code = getattr(task.get_coro(), "cr_code", None) if task is not None else None
+    if code is None:
+        return None
+    if code in _RUN_CODES or code.co_filename.startswith(_SDK_DIR):
+        return task
+    return None
 
 
-def _ends_turn(items: list[dict[str, Any]]) -> bool:
-    last = items[-1]
-    return last.get("type", "message") == "message" and last.get("role") == "assistant"
+def _with_decision(context: Any, approval: PendingApproval) -> PendingApproval:
+    """``approval`` with the decision the run's context carries on it, if any."""
+    verdict = context.is_tool_approved(approval.tool_name, approval.call_id)
+    if verdict is None:
+        return approval
+    return dataclasses.replace(approval, decision="approved" if verdict else "rejected")
+
+
+def _decided(context: Any, pending: list[PendingApproval]) -> bool:
+    """Whether the run's context carries a decision on any of the ``pending`` calls."""
+    check = getattr(context, "is_tool_approved", None)
+    if not callable(check):
+        return False
+    return any(check(a.tool_name, a.call_id) is not None for a in pending)

@@ -1,7 +1,9 @@
 """``agents-state-ext chat``: an interactive chat that streams, stops, retries, edits, branches.
 
 With ``OPENAI_API_KEY`` set it talks to the real OpenAI API; otherwise (or with
-``--offline``) to the built-in mock, which streams a slow echo so ``/stop`` has time to act.
+``--offline``) to the built-in mock, which streams a slow echo so ``/stop`` has time to act,
+and answers ``delete <path>`` with a call of a (pretend) ``delete_file`` tool that needs
+approval: the chat shows the pending call and waits for ``/approve`` or ``/reject``.
 Lines are read on a thread, so ``/stop`` typed while an answer streams stops it (so does
 Ctrl-C); any other line typed meanwhile waits its turn.
 """
@@ -19,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import IO, Any
 
 import click
-from agents import Agent, OpenAIResponsesModel, set_tracing_disabled
+from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disabled
 from rich.console import Console
 from rich.markup import escape
 
@@ -29,7 +31,7 @@ from ..errors import StateExtError
 from ..stores import ConversationStore, InMemoryStore, SQLiteStore
 from ..testing import MockResponsesAPI, Reply, ResponseContext
 from .commands import COMMANDS_HELP, Commands
-from .render import make_console
+from .render import make_console, pending_lines
 
 __all__ = ["chat", "parse_budget"]
 
@@ -77,9 +79,21 @@ class _Lines:
         return None if line is None else line.rstrip("\r\n")
 
 
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (offline demo: nothing is deleted; a person must approve each call)."""
+    return f"(pretend) deleted {path}"
+
+
 def _offline_reply(context: ResponseContext) -> Reply:
+    last = context.items[-1] if context.items else {}
     said = context.last_user_text or ""
-    text = f"(offline mock) You said: {said}. Set OPENAI_API_KEY to talk to a real model."
+    if last.get("type") == "function_call_output":
+        text = f"(offline mock) The tool answered: {last.get('output')}"
+    elif said.startswith("delete ") and said[7:].strip():
+        return Reply.tool_call("delete_file", {"path": said[7:].strip()})
+    else:
+        text = f"(offline mock) You said: {said}. Set OPENAI_API_KEY to talk to a real model."
     words = text.split(" ")
     chunks = [w + " " for w in words[:-1]] + [words[-1]]
     return Reply.text(text, chunks=chunks, delay=0.03)
@@ -92,7 +106,9 @@ async def _agent(offline: bool, model: str) -> AsyncIterator[tuple[Agent[Any], A
             mock.responder = _offline_reply
             client = mock.client()
             agent = Agent(
-                name="assistant", model=OpenAIResponsesModel(model=model, openai_client=client)
+                name="assistant",
+                model=OpenAIResponsesModel(model=model, openai_client=client),
+                tools=[delete_file],
             )
             yield agent, client, "offline mock"
         return
@@ -207,6 +223,8 @@ async def _repl(
             f"{where} · /help for commands",
             soft_wrap=True,
         )
+        for text in pending_lines(chat_.pending_approvals()):
+            console.print(text, soft_wrap=True)
         loop = asyncio.get_running_loop()
         lines = _Lines(sys.stdin, loop)
         stop_requests = asyncio.Event()

@@ -10,13 +10,17 @@ from rich.markup import escape
 
 from ..chat import Attempt, Conversation
 from ..errors import InvalidTargetError
-from .render import attempt_line, attempts_table, graph_tree, resolve, short
+from .render import attempt_line, attempts_table, graph_tree, pending_lines, resolve, short
 
 __all__ = ["COMMANDS_HELP", "Commands"]
 
 COMMANDS_HELP = """\
   <text>          send a message (the answer streams)
-  /stop           stop the streaming answer (or press Ctrl-C); its partial text is kept
+  /stop           stop the streaming answer (or press Ctrl-C); its partial text is kept;
+                  with tool calls awaiting approval, drop that pending run
+  /approve [CALL] approve a pending tool call (no CALL: every undecided one); the answer
+                  goes on once every call is decided
+  /reject [CALL] [reason]  reject one (the model is told the reason), as /approve
   /retry          answer the active user message again
   /edit N [text]  replace user message N of /path (text: the rest of the line, else next line)
   /path           the active branch, numbered
@@ -57,7 +61,13 @@ class Commands:
         if name == "/help":
             self.say(escape(COMMANDS_HELP))
         elif name == "/stop":
-            self.say("nothing is streaming")
+            stopped = await self.chat.stop()  # only a pending approval is left to stop here
+            if stopped is None:
+                self.say("nothing is streaming or awaiting approval")
+            else:
+                self.say(f"[dim]{attempt_line('stopped', self.chat.record(stopped.id))}[/dim]")
+        elif name in ("/approve", "/reject"):
+            await self._decide(name, rest)
         elif name == "/retry":
             await self._answer(self.chat.retry(stream=True))
         elif name == "/edit":
@@ -95,6 +105,26 @@ class Commands:
         self.say(f"[dim]{attempt_line('·', record)}[/dim]")
         if record.error:
             self.say(f"[red]error:[/red] {escape(record.error)}")
+        if attempt.status == "awaiting_approval":
+            for line in pending_lines(self.chat.pending_approvals()):
+                self.say(line)
+
+    async def _decide(self, name: str, rest: str) -> None:
+        pending = self.chat.pending_approvals()
+        if not pending:
+            raise click.UsageError("no tool call awaits approval")
+        ref, _, reason = rest.partition(" ")
+        call_id = resolve([a.call_id for a in pending], ref, "tool call") if ref else None
+        if name == "/approve":
+            if reason.strip():
+                raise click.UsageError("usage: /approve [CALL]")
+            decided = self.chat.approve(call_id)
+        else:
+            decided = self.chat.reject(call_id, message=reason.strip() or None)
+        for approval in decided:
+            self.say(escape(f"  {approval.call_id} {approval.tool_name}: {approval.decision}"))
+        if all(a.decision is not None for a in decided):
+            await self._answer(self.chat.resume(stream=True))
 
     async def _edit(self, rest: str) -> None:
         number, _, content = rest.partition(" ")

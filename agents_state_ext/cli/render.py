@@ -12,6 +12,7 @@ from rich.tree import Tree
 
 from .._items import content_text
 from ..attempts import AttemptRecord
+from ..chat.approvals import PendingApproval
 from ..errors import NodeNotFoundError
 from ..graph import ConversationGraph
 from ..nodes import Node
@@ -21,6 +22,7 @@ __all__ = [
     "attempts_table",
     "graph_tree",
     "make_console",
+    "pending_lines",
     "resolve",
     "short",
     "wire_line",
@@ -33,6 +35,7 @@ _STATUS_STYLE = {
     "invalid": "dim",
     "queued": "cyan",
     "streaming": "cyan",
+    "awaiting_approval": "magenta",
 }
 
 
@@ -160,3 +163,19 @@ def wire_line(body: Mapping[str, Any]) -> str:
     return escape(
         f"    wire: previous_response_id={prev} conversation={conv} input=[{', '.join(parts)}]"
     )
+
+
+def pending_lines(pending: Sequence[PendingApproval]) -> list[str]:
+    """Lines showing the tool calls that wait for a decision, and how to decide them."""
+    if not pending:
+        return []
+    lines = ["[magenta]awaiting approval:[/magenta]"]
+    for approval in pending:
+        call = f"{approval.tool_name}({approval.arguments})"
+        lines.append(escape(f"  {approval.call_id}  {call}  [{approval.decision or 'undecided'}]"))
+    hint = (
+        "/approve [CALL] or /reject [CALL] [reason] (no CALL: every undecided call); "
+        "/stop drops the pending run"
+    )
+    lines.append(f"[dim]{escape(hint)}[/dim]")
+    return lines

@@ -11,6 +11,7 @@ from ..errors import ConversationNotFoundError, NodeNotFoundError, StoreError
 from ..nodes import Node
 
 __all__ = [
+    "check_blob",
     "decode",
     "decode_attempt",
     "decode_node",
@@ -29,6 +30,13 @@ def encode(value: Mapping[str, Any]) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+
+
+def check_blob(blob: object) -> str:
+    """``blob`` if it is text, else ``StoreError`` before any write."""
+    if not isinstance(blob, str):
+        raise StoreError(f"a run state is stored as text, got {type(blob).__name__}")
+    return blob
 
 
 def decode(text: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The ConversationStore protocol that every backend implements, and the types it returns.
 
 A store persists, per conversation: its nodes, one branch head (the active leaf, moved only by
-compare-and-set, which is what makes several processes safe) and the attempt records. It never
+compare-and-set, which is what makes several processes safe), the attempt records and, beside
+an attempt paused for tool approval, its serialized run (so a pause survives a restart). It never
 interprets the graph: ``load_graph`` hands the nodes to ``ConversationGraph``. Every backend
 must pass the suite in :mod:`agents_state_ext.stores.conformance`.
 """
@@ -117,6 +118,21 @@ class ConversationStore(Protocol):
 
         ``message_id`` keeps only the attempts of that assistant node.
         """
+        ...
+
+    def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
+        """Keep the serialized run of an attempt (one per attempt; a new one replaces it).
+
+        ``blob`` is opaque text (a ``ConversationState.dumps`` envelope), returned unchanged.
+        """
+        ...
+
+    def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
+        """The serialized run kept for an attempt; ``None`` when there is none."""
+        ...
+
+    def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
+        """Forget an attempt's serialized run; nothing happens when there is none."""
         ...
 
     def close(self) -> None:

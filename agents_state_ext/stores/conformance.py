@@ -134,6 +134,9 @@ def check_unknown_conversation(factory: StoreFactory) -> None:
         "put_attempt": lambda s: s.put_attempt("nope", AttemptRecord("m1", "att_1")),
         "get_attempt": lambda s: s.get_attempt("nope", "att_1"),
         "list_attempts": lambda s: s.list_attempts("nope"),
+        "put_run_state": lambda s: s.put_run_state("nope", "att_1", "{}"),
+        "get_run_state": lambda s: s.get_run_state("nope", "att_1"),
+        "delete_run_state": lambda s: s.delete_run_state("nope", "att_1"),
     }
     with factory() as store:
         for name, call in calls.items():
@@ -287,6 +290,28 @@ def check_attempts(factory: StoreFactory) -> None:
             store.get_attempt("c1", "missing")
 
 
+def check_run_states(factory: StoreFactory) -> None:
+    """A paused attempt's run round-trips as text, is replaced, forgotten, and kept apart."""
+    blob = '{"format": "agents-state-ext/run", "payload": {"text": "café ☕", "n": [1, 2]}}'
+    with factory() as store:
+        store.create_conversation("c1", strategy="replay")
+        store.create_conversation("c2", strategy="replay")
+        _expect(store.get_run_state("c1", "att_1") is None, "a new attempt has a run state")
+        store.put_run_state("c1", "att_1", blob)
+        _expect(store.get_run_state("c1", "att_1") == blob, "the run state changed in the store")
+        _expect(store.get_run_state("c2", "att_1") is None, "a run state leaked to c2")
+        store.put_run_state("c1", "att_1", "second")
+        _expect(store.get_run_state("c1", "att_1") == "second", "a new run state was not kept")
+        store.put_run_state("c1", "att_2", blob)
+        store.delete_run_state("c1", "att_1")
+        _expect(store.get_run_state("c1", "att_1") is None, "a deleted run state came back")
+        _expect(store.get_run_state("c1", "att_2") == blob, "a delete removed another attempt's")
+        store.delete_run_state("c1", "att_1")  # deleting what is gone is fine
+        with _raises(StoreError, "a run state that is not text"):
+            store.put_run_state("c1", "att_3", {"not": "text"})  # type: ignore[arg-type]
+        _expect(store.get_run_state("c1", "att_3") is None, "a refused run state was kept")
+
+
 def check_close(factory: StoreFactory) -> None:
     """``close`` is idempotent, and a closed store refuses work with StoreError."""
     store = factory()
@@ -308,6 +333,7 @@ CHECKS: tuple[Callable[[StoreFactory], None], ...] = (
     check_head_compare_and_set,
     check_commit_is_atomic,
     check_attempts,
+    check_run_states,
     check_close,
 )
 

@@ -25,6 +25,7 @@ class _Conversation:
     head: str | None = None
     nodes: dict[str, str] = field(default_factory=dict)  # id -> JSON, first-write order
     attempts: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (seq, JSON)
+    run_states: dict[str, str] = field(default_factory=dict)  # attempt id -> blob
 
 
 class InMemoryStore(ConversationStore):
@@ -170,6 +171,19 @@ class InMemoryStore(ConversationStore):
         records = [(seq, _codec.decode_attempt(data)) for seq, data in rows]
         records.sort(key=lambda pair: _codec.start_order(pair[1].started_at, pair[0]))
         return [r for _, r in records if message_id is None or r.message_id == message_id]
+
+    def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
+        _codec.check_blob(blob)
+        with self._lock:
+            self._get(conversation_id).run_states[attempt_id] = blob
+
+    def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
+        with self._lock:
+            return self._get(conversation_id).run_states.get(attempt_id)
+
+    def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
+        with self._lock:
+            self._get(conversation_id).run_states.pop(attempt_id, None)
 
     def close(self) -> None:
         self._closed = True

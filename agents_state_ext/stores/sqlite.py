@@ -7,6 +7,7 @@ Schema versions, one line each (``MIGRATIONS`` applies them in order on open; a 
 written by a newer version fails fast with ``StoreError``):
 
 - 1: ``conversations`` (with the branch head), ``nodes``, ``attempts``.
+- 2: ``run_states``: the serialized run of an attempt paused for tool approval.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ MIGRATIONS: list[tuple[int, str]] = [
             UNIQUE (conversation_id, attempt_id)
         );
         CREATE INDEX attempts_by_message ON attempts (conversation_id, message_id)
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE run_states (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id),
+            attempt_id TEXT NOT NULL,
+            data TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, attempt_id)
+        )
         """,
     ),
 ]
@@ -306,6 +319,39 @@ class SQLiteStore(ConversationStore):
             if not rows:
                 self._read_head(conn, conversation_id)
         return [_codec.decode_attempt(r[0]) for r in rows]
+
+    # -- paused runs -------------------------------------------------------------------------
+
+    def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
+        row = (conversation_id, attempt_id, _codec.check_blob(blob), self._clock())
+        with self._transaction() as conn:
+            self._read_head(conn, conversation_id)
+            conn.execute(
+                "INSERT INTO run_states (conversation_id, attempt_id, data, updated_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, attempt_id) DO UPDATE SET"
+                " data = excluded.data, updated_at = excluded.updated_at",
+                row,
+            )
+
+    def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
+        with self._transaction(write=False) as conn:
+            found = conn.execute(
+                "SELECT data FROM run_states WHERE conversation_id = ? AND attempt_id = ?",
+                (conversation_id, attempt_id),
+            ).fetchone()
+            if found is None:
+                self._read_head(conn, conversation_id)
+                return None
+        data: str = found[0]
+        return data
+
+    def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
+        with self._transaction() as conn:
+            self._read_head(conn, conversation_id)
+            conn.execute(
+                "DELETE FROM run_states WHERE conversation_id = ? AND attempt_id = ?",
+                (conversation_id, attempt_id),
+            )
 
     # -- plumbing ----------------------------------------------------------------------------
 
