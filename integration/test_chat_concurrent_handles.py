@@ -9,6 +9,9 @@ re-reads the store so its next action works.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,38 @@ async def in_flight(attempt: Attempt, *, streamed: bool) -> None:
     await asyncio.sleep(0.05)
 
 
+@dataclass
+class Race:
+    """Two handles on one SQLite chat, the first with a "story" attempt in flight."""
+
+    db: Path
+    one: Conversation
+    two: Conversation
+    story: Attempt
+
+
+@asynccontextmanager
+async def racing(
+    mock: MockResponsesAPI, tmp_path: Path, *, streamed: bool, fault: Fault | None = None
+) -> AsyncIterator[Race]:
+    """Handle one says "hi", then starts "story" (slow, or failing with ``fault``); handle two
+    opens the same chat while that attempt is in flight."""
+    db = tmp_path / "chat.db"
+    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
+        one = handle(mock, one_store)
+        await one.send("hi")
+        if fault is None:
+            mock.enqueue(slow_reply(streamed=streamed))
+        else:
+            mock.inject(fault)
+        story = one.send("story", stream=streamed)
+        if fault is None:
+            await in_flight(story, streamed=streamed)
+        else:
+            await asyncio.sleep(0.05)
+        yield Race(db, one, handle(mock, two_store, one.id), story)
+
+
 def reopened(db: Path, chat_id: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """A third handle's view: node and attempt-record statuses, and the active branch's texts."""
     with SQLiteStore(db) as store:
@@ -56,16 +91,9 @@ def reopened(db: Path, chat_id: str) -> tuple[dict[str, str], dict[str, str], li
 async def test_a_retry_on_another_handle_does_not_leave_the_slow_attempt_queued(
     mock: MockResponsesAPI, streamed: bool, tmp_path: Path
 ) -> None:
-    db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
-        await one.send("hi")
-        mock.enqueue(slow_reply(streamed=streamed))
-        slow = one.send("story", stream=streamed)
-        await in_flight(slow, streamed=streamed)
-
-        two = handle(mock, two_store, one.id)
-        retried = await two.retry()
+    async with racing(mock, tmp_path, streamed=streamed) as race:
+        db, one, slow = race.db, race.one, race.story
+        retried = await race.two.retry()
         with pytest.raises(ConcurrentUpdateError):
             await slow
         assert slow.status == "complete"
@@ -95,19 +123,13 @@ async def test_a_retry_on_another_handle_does_not_leave_the_slow_attempt_queued(
 async def test_a_stop_after_another_handle_moved_the_head_is_stored_as_cancelled(
     mock: MockResponsesAPI, streamed: bool, tmp_path: Path
 ) -> None:
-    db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
-        await one.send("hi")
-        mock.enqueue(slow_reply(streamed=streamed))
-        slow = one.send("story", stream=streamed)
-        await in_flight(slow, streamed=streamed)
-        two = handle(mock, two_store, one.id)
-        await two.retry()
+    async with racing(mock, tmp_path, streamed=streamed) as race:
+        slow = race.story
+        await race.two.retry()
         await slow.stop()
         with pytest.raises(ConcurrentUpdateError):
             await slow
-        nodes, records, _ = reopened(db, one.id)
+        nodes, records, _ = reopened(race.db, race.one.id)
         assert (nodes[slow.id], records[slow.id]) == ("cancelled", "cancelled")
 
 
@@ -115,18 +137,13 @@ async def test_a_stop_after_another_handle_moved_the_head_is_stored_as_cancelled
 async def test_a_failure_after_another_handle_moved_the_head_is_stored_as_failed(
     mock: MockResponsesAPI, streamed: bool, tmp_path: Path
 ) -> None:
-    db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
-        await one.send("hi")
-        mock.inject(Fault.timeout(after=0.5))
-        failing = one.send("story", stream=streamed)
-        await asyncio.sleep(0.05)
-        two = handle(mock, two_store, one.id)
-        await two.retry()
+    fault = Fault.timeout(after=0.5)
+    async with racing(mock, tmp_path, streamed=streamed, fault=fault) as race:
+        failing = race.story
+        await race.two.retry()
         with pytest.raises(Exception, match="timed out"):  # the model's error, not the conflict
             await failing
-        nodes, records, _ = reopened(db, one.id)
+        nodes, records, _ = reopened(race.db, race.one.id)
         assert (nodes[failing.id], records[failing.id]) == ("failed", "failed")
 
 
@@ -134,18 +151,12 @@ async def test_a_failure_after_another_handle_moved_the_head_is_stored_as_failed
 async def test_an_edit_on_another_handle_keeps_the_slow_attempt_invalid_and_final(
     mock: MockResponsesAPI, streamed: bool, tmp_path: Path
 ) -> None:
-    db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
-        await one.send("hi")
-        mock.enqueue(slow_reply(streamed=streamed))
-        slow = one.send("story", stream=streamed)
-        await in_flight(slow, streamed=streamed)
-        two = handle(mock, two_store, one.id)
-        await two.edit(slow.user_id, "poem")
+    async with racing(mock, tmp_path, streamed=streamed) as race:
+        slow = race.story
+        await race.two.edit(slow.user_id, "poem")
         with pytest.raises(ConcurrentUpdateError):
             await slow
-        nodes, records, branch = reopened(db, one.id)
+        nodes, records, branch = reopened(race.db, race.one.id)
         # The edit invalidated the attempt; it stays invalid, and its record is final.
         assert (nodes[slow.id], records[slow.id]) == ("invalid", "complete")
         assert branch == ["hi", "echo: hi", "poem", "echo: poem"]
