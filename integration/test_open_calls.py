@@ -6,7 +6,6 @@ import warnings
 from typing import Any
 
 import pytest
-from agents import Agent, function_tool
 
 from agents_state_ext import (
     ConversationState,
@@ -15,38 +14,13 @@ from agents_state_ext import (
 )
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply, describe_items
 
+from ._server_state import SERVER, agent_for, no_400, server_items, state_for
 from ._support import STREAMED, run_turn
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.filterwarnings("ignore::agents_state_ext.InterruptedToolCallWarning"),
 ]
-SERVER = pytest.mark.parametrize("strategy", ["previous_response", "conversation"])
-
-
-@function_tool
-def get_weather(city: str) -> str:
-    """Weather for a city."""
-    return f"sunny in {city}"
-
-
-def agent_for(mock: MockResponsesAPI, **kwargs: Any) -> Agent[Any]:
-    return Agent(name="a", model=mock.model(), tools=[get_weather], **kwargs)
-
-
-def state_for(mock: MockResponsesAPI, strategy: str, **kwargs: Any) -> ConversationState:
-    if strategy == "previous_response":
-        return ConversationState.previous_response(**kwargs)
-    return ConversationState.conversation(mock.create_conversation(), **kwargs)
-
-
-def server_items(mock: MockResponsesAPI, state: ConversationState) -> list[dict[str, Any]]:
-    """What the server holds for the conversation now."""
-    tracker = state.tracker
-    assert tracker is not None
-    if tracker.conversation_id is not None:
-        return mock.conversation_items(tracker.conversation_id)
-    return mock.transcript(str(tracker.previous_response_id))
 
 
 def assert_sound(mock: MockResponsesAPI, state: ConversationState, *users: str) -> list[str]:
@@ -58,7 +32,7 @@ def assert_sound(mock: MockResponsesAPI, state: ConversationState, *users: str) 
     calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
     outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
     assert sorted(calls) == sorted(outputs) == sorted(set(outputs)), history
-    assert [r.error for r in mock.requests if r.status == 400] == []
+    no_400(mock)
     return history
 
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
+from agents import Agent, RunConfig, Runner, SQLiteSession
 from agents.run_config import CallModelData, ModelInputData
 
 from agents_state_ext import (
@@ -16,40 +16,12 @@ from agents_state_ext import (
     RunInProgressError,
     StateExtError,
 )
-from agents_state_ext.testing import Fault, MockResponsesAPI, Reply, describe_items
+from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
+from ._server_state import SERVER, agent_for, history, no_400, state_for
 from ._support import STREAMED, run_turn, wire
 
 pytestmark = pytest.mark.anyio
-SERVER = pytest.mark.parametrize("strategy", ["previous_response", "conversation"])
-
-
-@function_tool
-def get_weather(city: str) -> str:
-    """Weather for a city."""
-    return f"sunny in {city}"
-
-
-def agent_for(mock: MockResponsesAPI) -> Agent[Any]:
-    return Agent(name="a", model=mock.model(), tools=[get_weather])
-
-
-def state_for(mock: MockResponsesAPI, strategy: str) -> ConversationState:
-    if strategy == "previous_response":
-        return ConversationState.previous_response()
-    return ConversationState.conversation(mock.create_conversation())
-
-
-def history(mock: MockResponsesAPI, state: ConversationState) -> list[str]:
-    tracker = state.tracker
-    assert tracker is not None
-    if tracker.conversation_id is not None:
-        return describe_items(mock.conversation_items(tracker.conversation_id))
-    return describe_items(mock.transcript(str(tracker.previous_response_id)))
-
-
-def no_400(mock: MockResponsesAPI) -> None:
-    assert [r.error for r in mock.requests if r.status == 400] == []
 
 
 @SERVER
