@@ -46,6 +46,8 @@ from .tracker import (
 )
 from .validation import validate_run_settings
 
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
+
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
     "ApprovalPendingError",

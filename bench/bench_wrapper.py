@@ -7,8 +7,9 @@ auto_previous_response_id=True)``, the SDK's own ``previous_response_id`` chaini
 ``max_turns`` raised to N + 5.
 
 Two backends: the stateful mock Responses API (``MockResponsesAPI``, real ``AsyncOpenAI`` and
-``OpenAIResponsesModel`` over respx, so HTTP and parsing are in the loop) and a no-network
-``Model`` that returns canned responses, which isolates the CPU cost of the SDK and the wrapper.
+``OpenAIResponsesModel`` over an httpx2 MockTransport, so HTTP and parsing are in the loop) and
+a no-network ``Model`` that returns canned responses, which isolates the CPU cost of the SDK and
+the wrapper.
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ async def _run(lengths: Sequence[int], quick: bool) -> Section:
         )
     section.notes.append(
         "canned = no-network Model returning ModelResponse objects (CPU cost only); "
-        "mock = MockResponsesAPI over respx (HTTP, JSON and SSE parsing included)"
+        "mock = MockResponsesAPI over an httpx2 MockTransport (HTTP, JSON and SSE parsing included)"
     )
     section.target(
         "wrapper overhead ≤ 5% at every run length",

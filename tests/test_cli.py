@@ -165,3 +165,15 @@ def test_chat_shows_a_pending_approval_and_takes_approve_and_reject(tmp_path: Pa
         [("delete_file", "rejected")],
     ]
     assert [r["status"] for chat in data for r in chat["attempts"]] == ["complete"] * 3
+
+
+def test_version_is_the_package_version() -> None:
+    from importlib.metadata import version
+
+    import agents_state_ext
+
+    for flag in ("--version", "-V"):
+        result = run(flag)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == f"agents-state-ext {agents_state_ext.__version__}\n"
+    assert agents_state_ext.__version__ == version("agents-state-ext")

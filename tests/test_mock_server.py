@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 from agents import Agent, Runner, function_tool, set_tracing_disabled
@@ -266,7 +266,7 @@ async def test_request_log_and_reset(mock: MockResponsesAPI) -> None:
 
 
 async def test_unknown_path_is_404_and_other_hosts_fail(mock: MockResponsesAPI) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient(transport=mock.transport) as http:
         response = await http.get("https://api.openai.com/v1/nope")
         assert response.status_code == 404
         with pytest.raises(Exception, match="not mocked"):

@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-import httpx
+import httpx2
 import openai
 import pytest
 from agents import Agent, Runner, set_tracing_disabled
@@ -25,7 +25,7 @@ async def mock() -> AsyncIterator[MockResponsesAPI]:
 
 async def test_sse_frames_on_the_wire(mock: MockResponsesAPI) -> None:
     mock.enqueue(Reply.text("a b", chunks=["a ", "b"]) + Reply.tool_call("f", {"x": 1}))
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient(transport=mock.transport) as http:
         response = await http.post(
             f"{mock.base_url}/responses", json={"model": "gpt-4.1", "input": "hi", "stream": True}
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect import inspect
@@ -57,6 +58,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "-V", "--version", prog_name="agents-state-ext", message="%(prog)s %(version)s"
+)
 def main() -> None:
     """Correct, durable conversation state for the OpenAI Agents SDK."""
 

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disabled
@@ -29,9 +29,11 @@ from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.conversation import check_budget
 from ..errors import StateExtError
 from ..stores import ConversationStore, InMemoryStore, SQLiteStore
-from ..testing import MockResponsesAPI, Reply, ResponseContext
 from .commands import COMMANDS_HELP, Commands
 from .render import make_console, pending_lines
+
+if TYPE_CHECKING:
+    from ..testing import Reply, ResponseContext
 
 __all__ = ["chat", "parse_budget"]
 
@@ -86,6 +88,8 @@ def delete_file(path: str) -> str:
 
 
 def _offline_reply(context: ResponseContext) -> Reply:
+    from ..testing import Reply
+
     last = context.items[-1] if context.items else {}
     said = context.last_user_text or ""
     if last.get("type") == "function_call_output":
@@ -102,6 +106,8 @@ def _offline_reply(context: ResponseContext) -> Reply:
 @contextlib.asynccontextmanager
 async def _agent(offline: bool, model: str) -> AsyncIterator[tuple[Agent[Any], Any, str]]:
     if offline:
+        from ..testing import MockResponsesAPI  # the kit loads only for the offline model
+
         async with MockResponsesAPI(model=model) as mock:
             mock.responder = _offline_reply
             client = mock.client()

@@ -13,7 +13,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from agents import Agent, set_tracing_disabled
@@ -25,9 +25,11 @@ from ..chat import Attempt, Conversation, open_conversation
 from ..errors import ContextOverflowError
 from ..state import StrategyName
 from ..stores import SQLiteStore
-from ..testing import MockResponsesAPI, Reply
 from ..tokens import TokenCounter
 from .render import attempt_line, graph_tree, make_console, short, wire_line
+
+if TYPE_CHECKING:
+    from ..testing import MockResponsesAPI, Reply
 
 __all__ = ["DEMO_STRATEGIES", "default_db_path", "demo", "run_demo"]
 
@@ -49,18 +51,24 @@ _STORY = (
     "Once upon a time a small fox found a lantern in the snow, and the lantern "
     "began to hum a song that nobody in the forest had heard before..."
 )
-_REPLIES = (
-    Reply.text("Hello! How can I help?"),
-    Reply.text(
-        _STORY,
-        chunks=[word + " " for word in _STORY.split(" ")[:-1]] + [_STORY.split(" ")[-1]],
-        delay=0.005,
-    ),
-    Reply.text("A fox found a lantern in the snow; it lit the way home."),
-    Reply.text("The fox lent the lantern to an owl who was afraid of the dark."),
-    Reply.text("Snow falls soft / a lantern hums / the fox walks home."),
-    Reply.text("You're welcome!"),
-)
+
+
+def _replies() -> list[Reply]:
+    from ..testing import Reply
+
+    return [
+        Reply.text("Hello! How can I help?"),
+        Reply.text(
+            _STORY,
+            chunks=[word + " " for word in _STORY.split(" ")[:-1]] + [_STORY.split(" ")[-1]],
+            delay=0.005,
+        ),
+        Reply.text("A fox found a lantern in the snow; it lit the way home."),
+        Reply.text("The fox lent the lantern to an owl who was afraid of the dark."),
+        Reply.text("Snow falls soft / a lantern hums / the fox walks home."),
+        Reply.text("You're welcome!"),
+    ]
+
 
 _LONG = "please " + "summarize everything we said so far in great detail " * 3
 
@@ -114,6 +122,8 @@ class _Demo:
 
 
 async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Console) -> str:
+    from ..testing import MockResponsesAPI  # the kit loads only when the demo runs
+
     async with MockResponsesAPI() as mock:
         agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
         chat = open_conversation(
@@ -127,7 +137,7 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
         )
         demo = _Demo(console, chat, mock)
         demo.say(f"\n[bold]== {strategy}[/bold]: {_OWNERS[strategy]}  (chat {chat.id})")
-        mock.enqueue(*_REPLIES)
+        mock.enqueue(*_replies())
         await demo.step("send", chat.send("hi"))
         story = await demo.stop_after(chat.send("tell me a story", stream=True), deltas=4)
         await demo.step("retry", chat.retry(stream=True))

@@ -1,8 +1,8 @@
 """Test helpers for apps built on agents-state-ext.
 
 :class:`MockResponsesAPI` is a stateful fake of the OpenAI Responses and Conversations APIs,
-mounted on respx, that stores what the model saw so tests can assert that nothing in a
-conversation was duplicated or lost.
+an ``httpx2`` transport, that stores what the model saw so tests can assert that nothing in a
+conversation was duplicated or lost. It needs nothing beyond the package's own dependencies.
 """
 
 from __future__ import annotations

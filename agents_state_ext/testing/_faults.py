@@ -76,17 +76,17 @@ class Fault:
 
     @classmethod
     def timeout(cls, *, after: float = 0.0, commit: bool = False) -> Fault:
-        """``httpx.ReadTimeout`` raised after ``after`` seconds (openai: ``APITimeoutError``)."""
+        """``httpx2.ReadTimeout`` raised after ``after`` seconds (openai: ``APITimeoutError``)."""
         return cls("timeout", commit=commit, seconds=after)
 
     @classmethod
     def connect_error(cls, *, commit: bool = False) -> Fault:
-        """``httpx.ConnectError`` before any response (openai: ``APIConnectionError``)."""
+        """``httpx2.ConnectError`` before any response (openai: ``APIConnectionError``)."""
         return cls("connect_error", commit=commit)
 
     @classmethod
     def drop_mid_stream(cls, after_events: int, *, commit: bool = False) -> Fault:
-        """The connection drops (``httpx.RemoteProtocolError``) after ``after_events`` SSE frames.
+        """The connection drops (``httpx2.RemoteProtocolError``) after ``after_events`` SSE frames.
 
         A non-streaming request gets the same error instead of its response body. Without
         ``commit``, a stream that got as far as producing ``response.completed`` is still stored.

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import httpx
+import httpx2
 
 __all__ = [
     "CREATED_AT",
@@ -69,9 +69,9 @@ class ApiError(Exception):
             }
         }
 
-    def to_response(self) -> httpx.Response:
-        """This error as an ``httpx.Response``."""
-        return httpx.Response(self.status, json=self.body(), headers=self.headers)
+    def to_response(self) -> httpx2.Response:
+        """This error as an ``httpx2.Response``."""
+        return httpx2.Response(self.status, json=self.body(), headers=self.headers)
 
 
 class IdMinter:

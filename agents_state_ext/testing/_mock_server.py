@@ -1,15 +1,19 @@
-"""``MockResponsesAPI``: a stateful fake of the Responses and Conversations APIs on respx."""
+"""``MockResponsesAPI``: a stateful fake of the Responses and Conversations APIs.
+
+It is an ``httpx2.MockTransport`` (the HTTP library openai itself uses), so it needs no patching
+library; ``router`` also mounts it on respx for classic ``httpx`` clients, importing respx only
+then.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-import respx
+import httpx2
 from agents import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
@@ -19,18 +23,24 @@ from ._replies import Reply
 from ._responses import Responder
 from ._routes import Backend
 
+if TYPE_CHECKING:
+    import respx
+
 __all__ = ["DEFAULT_BASE_URL", "MockResponsesAPI"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 class MockResponsesAPI:
-    """A stateful fake of ``/responses`` and ``/conversations`` for tests, mounted on respx.
+    """A stateful fake of ``/responses`` and ``/conversations`` for tests, an HTTP transport.
 
-    Use it as a (sync or async) context manager: entering starts a respx router for
-    ``base_url`` (requests to other hosts fail loudly, unknown paths under it get the API's 404);
-    leaving stops it and closes the clients it created (in a running event loop prefer
-    ``async with``: a sync exit can only schedule the close).
+    Use it as a (sync or async) context manager: while it is started, the clients from
+    :meth:`client` and :meth:`model` (and any ``httpx2.AsyncClient(transport=mock.transport)``)
+    reach it; unknown paths under ``base_url`` get the API's 404, other hosts fail loudly.
+    Leaving stops it and closes the clients it created (in a running event loop prefer
+    ``async with``: a sync exit can only schedule the close). Nothing is patched: a client
+    built elsewhere (a default ``AsyncOpenAI()``) is never intercepted, unless it is a classic
+    ``httpx`` client and :attr:`router` (respx) was asked for.
 
     ``POST /responses`` answers with the queued replies (:meth:`enqueue`) in order, then with
     ``responder`` if set, else with ``Reply.text("echo: <text>")``, where ``<text>`` is the last
@@ -86,7 +96,9 @@ class MockResponsesAPI:
                 "append_incomplete": append_incomplete_to_conversation,
             },
         )
-        self._http_clients: list[httpx.AsyncClient] = []
+        self._transport = httpx2.MockTransport(self._handle)
+        self._started = False
+        self._http_clients: list[httpx2.AsyncClient] = []
         self._shared_client: AsyncOpenAI | None = None
         self._router: respx.MockRouter | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -152,13 +164,18 @@ class MockResponsesAPI:
 
     # -- clients ------------------------------------------------------------------------------
 
+    @property
+    def transport(self) -> httpx2.MockTransport:
+        """The ``httpx2`` transport that answers as this mock, for a client of your own."""
+        return self._transport
+
     def client(self, **kwargs: Any) -> AsyncOpenAI:
-        """A new ``AsyncOpenAI`` on a classic ``httpx.AsyncClient`` (which respx intercepts).
+        """A new ``AsyncOpenAI`` on an ``httpx2.AsyncClient`` whose transport is this mock.
 
         Defaults: ``api_key="sk-test"``, this mock's ``base_url``, ``max_retries=0``; any
         keyword overrides them. The mock closes the HTTP client when its context exits.
         """
-        http_client = httpx.AsyncClient()
+        http_client = httpx2.AsyncClient(transport=self._transport)
         self._http_clients.append(http_client)
         options: dict[str, Any] = {
             "api_key": "sk-test",
@@ -223,27 +240,47 @@ class MockResponsesAPI:
 
     @property
     def router(self) -> respx.MockRouter:
-        """The running respx router (add routes for other hosts to it)."""
-        if self._router is None:
+        """A respx router routing ``base_url`` to this mock, for classic ``httpx`` clients.
+
+        Started on first use while the mock is started, and stopped with it; needs ``respx``
+        (and ``httpx``), imported only here. Add routes for other hosts to it.
+        """
+        if not self._started:
             raise RuntimeError("the mock is not started; use `with mock:` or `async with mock:`")
+        if self._router is None:
+            from ._respx import start_router
+
+            self._router = start_router(
+                self._backend.dispatch, scheme=self._scheme, host=self._host, prefix=self._prefix
+            )
         return self._router
 
     def start(self) -> None:
-        """Start intercepting requests."""
-        if self._router is not None:
+        """Start answering requests."""
+        if self._started:
             raise RuntimeError("the mock is already started")
-        router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
-        router.route(scheme=self._scheme, host=self._host, path__startswith=self._prefix).mock(
-            side_effect=self._backend.dispatch
-        )
-        router.start()
-        self._router = router
+        self._started = True
 
     def stop(self) -> None:
-        """Stop intercepting requests (clients are closed by the context exits)."""
+        """Stop answering requests (clients are closed by the context exits)."""
+        self._started = False
         if self._router is not None:
             self._router.stop(quiet=True)
             self._router = None
+
+    async def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        if not self._started:
+            raise RuntimeError(
+                f"MockResponsesAPI is not started: {request.method} {request.url} was not sent"
+            )
+        url = request.url
+        if (url.scheme, url.host) != (self._scheme, self._host) or not url.path.startswith(
+            self._prefix
+        ):
+            raise RuntimeError(
+                f"{request.method} {url} not mocked: MockResponsesAPI serves {self.base_url}"
+            )
+        return await self._backend.dispatch(request)
 
     async def aclose(self) -> None:
         """Close the HTTP clients this mock created."""

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import httpx
+import httpx2
 
 from ._faults import Fault
 from ._items import ApiError
@@ -36,7 +36,7 @@ def _locked(conversation_id: str) -> ApiError:
     )
 
 
-async def _fail(fault: Fault, request: httpx.Request) -> httpx.Response:
+async def _fail(fault: Fault, request: httpx2.Request) -> httpx2.Response:
     """The client-visible side of a fault: an error response, or a raised transport error."""
     if fault.kind == "status":
         return ApiError(
@@ -49,10 +49,10 @@ async def _fail(fault: Fault, request: httpx.Request) -> httpx.Response:
     if fault.kind == "timeout":
         if fault.seconds:
             await asyncio.sleep(fault.seconds)
-        raise httpx.ReadTimeout("Read timed out (injected)", request=request)
+        raise httpx2.ReadTimeout("Read timed out (injected)", request=request)
     if fault.kind == "connect_error":
-        raise httpx.ConnectError("Connection refused (injected)", request=request)
-    raise httpx.RemoteProtocolError(
+        raise httpx2.ConnectError("Connection refused (injected)", request=request)
+    raise httpx2.RemoteProtocolError(
         "Server disconnected without sending a response (injected).", request=request
     )
 
@@ -124,8 +124,8 @@ class ResponsesEndpoint:
         return before_frame
 
     async def handle(
-        self, request: httpx.Request, body: Mapping[str, Any], record: RecordedRequest
-    ) -> httpx.Response:
+        self, request: httpx2.Request, body: Mapping[str, Any], record: RecordedRequest
+    ) -> httpx2.Response:
         """Answer one ``POST /responses`` (raises for transport faults)."""
         fault = self.faults.popleft() if self.faults else None
         record.fault = fault
@@ -163,17 +163,17 @@ class ResponsesEndpoint:
             self._release(prepared)
         if fault is not None:
             return await _fail(fault, request)
-        return httpx.Response(200, json=response)
+        return httpx2.Response(200, json=response)
 
     async def _stream(
         self,
-        request: httpx.Request,
+        request: httpx2.Request,
         prepared: PreparedRequest,
         reply: Reply,
         response: dict[str, Any],
         fault: Fault | None,
         record: RecordedRequest,
-    ) -> httpx.Response:
+    ) -> httpx2.Response:
         committed = fault is not None and fault.commit
         if committed:
             self._commit(prepared, response)
@@ -203,4 +203,4 @@ class ResponsesEndpoint:
             sent=record.events,
             before_frame=self._before_frame(record),
         )
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
+import httpx2
 
 from . import _conversations as conversations
 from ._compact import compact
@@ -19,14 +19,14 @@ from ._state import ServerState
 
 __all__ = ["Backend"]
 
-_Handler = Callable[..., Awaitable[httpx.Response]]
+_Handler = Callable[..., Awaitable[httpx2.Response]]
 
 
-def _json(status: int, body: Any) -> httpx.Response:
-    return httpx.Response(status, json=body)
+def _json(status: int, body: Any) -> httpx2.Response:
+    return httpx2.Response(status, json=body)
 
 
-def _error_message(response: httpx.Response) -> str | None:
+def _error_message(response: httpx2.Response) -> str | None:
     try:
         error = response.json().get("error")
     except (ValueError, AttributeError):
@@ -35,7 +35,7 @@ def _error_message(response: httpx.Response) -> str | None:
 
 
 class Backend:
-    """The fake server behind the respx route: state, scripted model and request log."""
+    """The fake server behind the mock transport: state, scripted model and request log."""
 
     def __init__(
         self,
@@ -59,8 +59,8 @@ class Backend:
         self.responses = ResponsesEndpoint(self.state, model=self._model, **self._endpoint_flags)
         self.requests.clear()
 
-    async def dispatch(self, request: httpx.Request) -> httpx.Response:
-        """The respx side effect: log the request, answer it, log the status."""
+    async def dispatch(self, request: httpx2.Request) -> httpx2.Response:
+        """The transport handler: log the request, answer it, log the status."""
         content = await request.aread()
         path = request.url.path[len(self._prefix) :]
         record = RecordedRequest(
@@ -106,7 +106,7 @@ class Backend:
         ]
         return [(method, re.compile(pattern + "$"), handler) for method, pattern, handler in table]
 
-    async def _answer(self, request: httpx.Request, record: RecordedRequest) -> httpx.Response:
+    async def _answer(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         for method, pattern, handler in self._routes:
             match = pattern.match(record.path)
             if match and method == request.method:
@@ -114,33 +114,33 @@ class Backend:
         raise ApiError(404, f"Invalid URL ({request.method} {request.url.path})")
 
     async def _create_response(
-        self, request: httpx.Request, record: RecordedRequest
-    ) -> httpx.Response:
+        self, request: httpx2.Request, record: RecordedRequest
+    ) -> httpx2.Response:
         if not isinstance(record.json, dict):
             raise ApiError(400, "We could not parse the JSON body of your request.")
         return await self.responses.handle(request, record.json, record)
 
-    async def _compact(self, request: httpx.Request, record: RecordedRequest) -> httpx.Response:
+    async def _compact(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         if not isinstance(record.json, dict):
             raise ApiError(400, "We could not parse the JSON body of your request.")
         return _json(200, compact(self.state, record.json, model=self._model))
 
     async def _retrieve_response(
-        self, request: httpx.Request, record: RecordedRequest, response_id: str
-    ) -> httpx.Response:
+        self, request: httpx2.Request, record: RecordedRequest, response_id: str
+    ) -> httpx2.Response:
         return _json(200, copy.deepcopy(self.state.stored_response(response_id).body))
 
     async def _delete_response(
-        self, request: httpx.Request, record: RecordedRequest, response_id: str
-    ) -> httpx.Response:
+        self, request: httpx2.Request, record: RecordedRequest, response_id: str
+    ) -> httpx2.Response:
         self.state.stored_response(response_id)
         del self.state.responses[response_id]
         return _json(200, {"id": response_id, "object": "response", "deleted": True})
 
     def _conversation_call(self, func: Callable[..., dict[str, Any]]) -> _Handler:
         async def handler(
-            request: httpx.Request, record: RecordedRequest, **groups: str
-        ) -> httpx.Response:
+            request: httpx2.Request, record: RecordedRequest, **groups: str
+        ) -> httpx2.Response:
             args: list[Any] = [self.state, *groups.values()]
             if request.method == "POST":
                 body = record.json if record.json is not None else {}

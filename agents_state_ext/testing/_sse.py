@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import httpx
+import httpx2
 
 from ._items import CREATED_AT, IdMinter, item_text
 from ._replies import Reply, Usage
@@ -137,7 +137,7 @@ def _frame(event: Mapping[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
-class SSEStream(httpx.AsyncByteStream):
+class SSEStream(httpx2.AsyncByteStream):
     """An SSE body produced lazily, so cancels and drops happen between frames.
 
     ``on_complete`` runs when the terminal frame (the last one, ``response.completed``) is
@@ -173,10 +173,10 @@ class SSEStream(httpx.AsyncByteStream):
         self._done = True
         (self._on_complete if completed else self._on_abort)()
 
-    def _drop(self) -> httpx.RemoteProtocolError:
+    def _drop(self) -> httpx2.RemoteProtocolError:
         if not self._done:
             self._finish(completed=False)
-        return httpx.RemoteProtocolError(
+        return httpx2.RemoteProtocolError(
             "peer closed connection without sending complete message body"
         )
 
