@@ -33,17 +33,17 @@ from .graph import ConversationGraph
 from .handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
 from .model import TrackedModel, TrackedModelProvider
 from .nodes import Node
+from .repairs import (
+    INTERRUPTED_TOOL_OUTPUT,
+    InterruptedToolCallWarning,
+    OpenCallsPolicy,
+    ToolCallRepair,
+)
 from .run import PartialOutput, RunLifecycle, SentRequest
 from .state import ConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
 from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
-from .tracker import (
-    INTERRUPTED_TOOL_OUTPUT,
-    InterruptedToolCallWarning,
-    OpenCallsPolicy,
-    ServerConversationTracker,
-    ToolCallRepair,
-)
+from .tracker import ServerConversationTracker
 from .validation import validate_run_settings
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)

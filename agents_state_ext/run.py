@@ -11,7 +11,6 @@ model use it through these public methods only.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from agents import RunState
 
 from . import _compat
 from ._items import item_to_dict
+from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
 from .errors import MixedStateOwnerError, PreviousResponseNotFoundError, RunInProgressError
 from .reconcile import reconcile_conversation
 from .tracker import ServerConversationTracker
@@ -119,7 +119,7 @@ class RunLifecycle:
         if isinstance(input, RunState):
             known = self._resumed
             ids = known[1] if known is not None and known[0] is input else None
-            self._run = _Run(input=[], resumed=ids if ids is not None else _processed_ids(input))
+            self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
             self._resumed = None
         else:
             self._run = _Run(input=_input_items(input))
@@ -174,7 +174,7 @@ class RunLifecycle:
 
     def harvest(self, source: Any) -> None:
         """Keep the tool outputs of ``source`` (a run result, RunState, its JSON, error details)."""
-        for item in _tool_outputs(source):
+        for item in tool_outputs(source):
             self.tracker.record_output(item)
 
     # -- the SDK's view of a run -------------------------------------------------------------
@@ -293,11 +293,11 @@ class RunLifecycle:
     def prepare_resume(self, run_state: RunState[Any]) -> None:
         """Align the ledger with a RunState about to be resumed, or refuse a foreign one."""
         tracker = self.tracker
-        data = _run_state_data(run_state)
+        data = run_state_data(run_state)
         previous_response_id, conversation_id = _compat.run_state_ids(run_state)
         if tracker.strategy == "previous_response" and _compat.run_state_is_chained(run_state):
             # The SDK resumes a chained run from its newest response that has an id.
-            previous_response_id = _newest_response_id(data) or previous_response_id
+            previous_response_id = newest_response_id(data) or previous_response_id
             # Responses the run never processed (a cancel right after response.completed)
             # are stepped back over, so the resumed run forks from where it stands.
             tracker.rollback_to(previous_response_id)
@@ -312,7 +312,7 @@ class RunLifecycle:
                     "conversation (restore both with ConversationState.loads)"
                 )
         self.harvest(data)
-        self._resumed = (run_state, _processed_ids(data))
+        self._resumed = (run_state, processed_ids(data))
 
 
 class RequestCall:
@@ -420,61 +420,3 @@ def _input_items(input: Any) -> list[Any]:
     if isinstance(input, list):
         return list(input)
     return []
-
-
-def _run_state_data(run_state: RunState[Any]) -> dict[str, Any]:
-    """A RunState's public JSON form (empty when its context cannot be serialized)."""
-    try:
-        data = json.loads(run_state.to_string())
-    except Exception:  # an unserializable context: nothing of it is known
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _newest_response_id(data: dict[str, Any]) -> str | None:
-    """The id of the newest model response a RunState holds that has one."""
-    for response in reversed(data.get("model_responses") or []):
-        if isinstance(response, dict) and isinstance(response.get("response_id"), str):
-            return str(response["response_id"])
-    return None
-
-
-def _processed_ids(source: RunState[Any] | dict[str, Any]) -> set[str]:
-    """The ids of the items a RunState has processed (its responses' output, its run items)."""
-    data = _run_state_data(source) if isinstance(source, RunState) else source
-    found: set[str] = set()
-    for response in data.get("model_responses") or []:
-        for item in response.get("output") or [] if isinstance(response, dict) else []:
-            if isinstance(item, dict) and isinstance(item.get("id"), str):
-                found.add(item["id"])
-    for entry in data.get("generated_items") or []:
-        raw = entry.get("raw_item") if isinstance(entry, dict) else None
-        if isinstance(raw, dict) and isinstance(raw.get("id"), str):
-            found.add(raw["id"])
-    return found
-
-
-def _tool_outputs(source: Any) -> list[Any]:
-    """The raw tool output items of a run result, RunState (or its JSON), ``RunErrorDetails``."""
-    if source is None:
-        return []
-    if isinstance(source, RunState):
-        source = _run_state_data(source)
-    if isinstance(source, dict):
-        items = source.get("generated_items")
-        return [
-            entry["raw_item"]
-            for entry in (items if isinstance(items, list) else [])
-            if isinstance(entry, dict)
-            and entry.get("type") == "tool_call_output_item"
-            and isinstance(entry.get("raw_item"), dict)
-        ]
-    new_items = getattr(source, "new_items", None)
-    if not isinstance(new_items, list):
-        return []
-    return [
-        item.raw_item
-        for item in new_items
-        if getattr(item, "type", None) == "tool_call_output_item"
-        and getattr(item, "raw_item", None) is not None
-    ]

@@ -20,8 +20,9 @@ from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
 from .filters import tracked_input_filter
 from .handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from .model import TrackedModel, TrackedModelProvider
+from .repairs import OpenCallsPolicy, ToolCallRepair
 from .run import PartialOutput, RunLifecycle, SentRequest
-from .tracker import OpenCallsPolicy, ServerConversationTracker, ToolCallRepair
+from .tracker import ServerConversationTracker
 from .validation import validate_run_settings, walk_agents
 
 __all__ = ["ConversationState", "StrategyName"]

@@ -7,7 +7,6 @@ import uuid
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ._items import ItemKeys, call_of, item_to_dict
@@ -15,14 +14,16 @@ from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
 from .errors import OpenToolCallsError, StateBlobError
+from .repairs import (
+    INTERRUPTED_TOOL_OUTPUT,
+    TEXT_OUTPUTS,
+    InterruptedToolCallWarning,
+    OpenCallsPolicy,
+    ToolCallRepair,
+    closure,
+)
 
-__all__ = [
-    "INTERRUPTED_TOOL_OUTPUT",
-    "InterruptedToolCallWarning",
-    "OpenCallsPolicy",
-    "ServerConversationTracker",
-    "ToolCallRepair",
-]
+__all__ = ["ServerConversationTracker"]
 
 TRACKER_VERSION = 2
 # Changelog of the serialized form (to_dict):
@@ -32,41 +33,8 @@ TRACKER_VERSION = 2
 #      data reads as having none.
 
 Strategy = Literal["previous_response", "conversation"]
-OpenCallsPolicy = Literal["interrupt", "raise"]
-"""What happens to a function call the server holds without output when the next request goes
-out and the run never produced its output: ``interrupt`` closes it with
-:data:`INTERRUPTED_TOOL_OUTPUT`; ``raise`` raises :class:`~agents_state_ext.OpenToolCallsError`
-so the app can supply outputs."""
 JOURNAL_LENGTH = 8
 REPAIR_HISTORY = 100
-INTERRUPTED_TOOL_OUTPUT = (
-    "[agents-state-ext] This tool call was interrupted before it produced an output; "
-    "it was not completed."
-)
-"""The output a synthesized closure of an interrupted function call carries to the model."""
-# Outputs that are plain text, so an interrupted call of that type can be closed with text.
-_TEXT_OUTPUTS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-}
-
-
-class InterruptedToolCallWarning(UserWarning):
-    """A function call the server held without output was closed before the next request."""
-
-
-@dataclass(frozen=True)
-class ToolCallRepair:
-    """One tool call the server held without an output, closed before the next request."""
-
-    call_id: str
-    closed_with: Literal["output", "interrupted"]
-    """``output``: the run's real output, produced but never sent (or supplied by the app);
-    ``interrupted``: a synthesized output saying the call was interrupted."""
-
-    def to_dict(self) -> dict[str, str]:
-        """A JSON-ready dict."""
-        return asdict(self)
 
 
 class ServerConversationTracker:
@@ -209,7 +177,7 @@ class ServerConversationTracker:
         if unknown:
             raise KeyError(f"no open tool call with id {unknown[0]!r} (open: {self.open_calls})")
         for call_id, text in outputs.items():
-            self.record_output(_closure(call_id, self._open[call_id], str(text)))
+            self.record_output(closure(call_id, self._open[call_id], str(text)))
 
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
@@ -283,7 +251,7 @@ class ServerConversationTracker:
         lacking = [c for c, kind in wanted if c not in self._unsent and c not in self._closing]
         if lacking and (
             self.open_calls_policy == "raise"
-            or any(kind not in _TEXT_OUTPUTS for c, kind in wanted if c in lacking)
+            or any(kind not in TEXT_OUTPUTS for c, kind in wanted if c in lacking)
         ):
             raise OpenToolCallsError(
                 f"the server holds tool calls without outputs ({', '.join(lacking)}) and this "
@@ -304,7 +272,7 @@ class ServerConversationTracker:
         item = self._unsent.pop(call_id, None)
         repair = ToolCallRepair(call_id, "output" if item is not None else "interrupted")
         if item is None:
-            item = _closure(call_id, kind, INTERRUPTED_TOOL_OUTPUT)
+            item = closure(call_id, kind, INTERRUPTED_TOOL_OUTPUT)
         self._closing[call_id] = item
         self._repairs.append(repair)
         warnings.warn(
@@ -689,10 +657,6 @@ def _undelivered_entry(data: Any) -> dict[str, Any] | None:
     if response_id is not None and not isinstance(response_id, str):
         raise TypeError("undelivered response_id must be a string")
     return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
-
-
-def _closure(call_id: str, kind: str, text: str) -> dict[str, Any]:
-    return {"type": _TEXT_OUTPUTS.get(kind, f"{kind}_output"), "call_id": call_id, "output": text}
 
 
 def _holds(batch: list[Any], item: Any) -> bool:
