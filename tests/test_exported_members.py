@@ -1,0 +1,118 @@
+"""The public surface is a contract: a name added, removed or renamed must be meant.
+
+Changing either list below is a decision about the API (note it in the changelog of the
+release); the test fails on any change that was not made on purpose.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import agents_state_ext
+import agents_state_ext.testing
+
+PUBLIC = {
+    "agents_state_ext": [
+        "INTERRUPTED_TOOL_OUTPUT",
+        "ApprovalPendingError",
+        "Attempt",
+        "AttemptDiff",
+        "AttemptNotFoundError",
+        "AttemptRecord",
+        "CompactionResult",
+        "ConcurrentUpdateError",
+        "ContextIndex",
+        "ContextOverflowError",
+        "ContextSelection",
+        "Conversation",
+        "ConversationForkError",
+        "ConversationGraph",
+        "ConversationInfo",
+        "ConversationNotFoundError",
+        "ConversationState",
+        "ConversationStore",
+        "GraphError",
+        "GraphSession",
+        "HandoffDowngrade",
+        "HandoffFilterError",
+        "InMemoryStore",
+        "InputFilterError",
+        "InterruptedToolCallWarning",
+        "InvalidTargetError",
+        "InvalidTransitionError",
+        "MessageCounter",
+        "MixedStateOwnerError",
+        "NestedHistoryDisabledWarning",
+        "Node",
+        "NodeNotFoundError",
+        "OpenCallsPolicy",
+        "OpenToolCallsError",
+        "PartialOutput",
+        "PendingApproval",
+        "PreviousResponseNotFoundError",
+        "RunInProgressError",
+        "RunLifecycle",
+        "SQLiteStore",
+        "SentRequest",
+        "ServerConversationTracker",
+        "StateBlobError",
+        "StateExtError",
+        "StoreError",
+        "TokenCounter",
+        "TokenizerUnavailableError",
+        "ToolCallRepair",
+        "TrackedModel",
+        "TrackedModelProvider",
+        "encoding_for_model",
+        "explain",
+        "guard_handoffs",
+        "load_encoding",
+        "open_conversation",
+        "select_context",
+        "tracked_input_filter",
+        "validate_run_settings",
+    ],
+    "agents_state_ext.testing": [
+        "DEFAULT_BASE_URL",
+        "Fault",
+        "FaultKind",
+        "FixedTokenCounter",
+        "FrameHook",
+        "MockResponsesAPI",
+        "RecordedRequest",
+        "Reply",
+        "Responder",
+        "ResponseContext",
+        "Usage",
+        "decode_compaction",
+        "default_reply",
+        "describe_items",
+    ],
+}
+MODULES = {
+    "agents_state_ext": agents_state_ext,
+    "agents_state_ext.testing": agents_state_ext.testing,
+}
+
+
+@pytest.mark.parametrize("name", list(PUBLIC))
+def test_the_exported_names_are_exactly_the_contract(name: str) -> None:
+    assert MODULES[name].__all__ == PUBLIC[name]
+
+
+@pytest.mark.parametrize("name", list(PUBLIC))
+def test_every_exported_name_exists_and_the_list_is_sorted(name: str) -> None:
+    module = MODULES[name]
+    assert [n for n in module.__all__ if not hasattr(module, n)] == []
+    assert module.__all__ == sorted(module.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_every_error_is_exported() -> None:
+    from agents_state_ext import errors
+
+    assert set(errors.__all__) <= set(agents_state_ext.__all__)
+
+
+def test_the_version_is_a_release_string() -> None:
+    major, minor, patch = agents_state_ext.__version__.split(".")
+    assert all(part.isdigit() for part in (major, minor, patch))
