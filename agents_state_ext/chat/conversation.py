@@ -143,7 +143,7 @@ class Conversation:
         self.agent = agent
         self.counter: MessageCounter = counter or TokenCounter(model_name(agent))
         self.client = client
-        self.prompt_version = prompt_version
+        self._prompt_version = prompt_version
         self.fork = fork
         self.runner_kwargs = dict(runner_kwargs or {})
         self._budget = check_budget(budget)
@@ -168,6 +168,18 @@ class Conversation:
     def budget(self, value: int | None) -> None:
         self._budget = check_budget(value)
         self.store.update_conversation_meta(self.id, {"budget": self._budget})
+
+    @property
+    def prompt_version(self) -> str | None:
+        """The prompt version recorded on each attempt; setting it stores it with the chat."""
+        return self._prompt_version
+
+    @prompt_version.setter
+    def prompt_version(self, value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"prompt_version must be a str or None, got {type(value).__name__}")
+        self._prompt_version = value
+        self.store.update_conversation_meta(self.id, {"prompt_version": value})
 
     @property
     def in_flight(self) -> Attempt | None:

@@ -42,7 +42,8 @@ def open_conversation(
     A new chat needs ``strategy`` (``"replay"``, ``"session"``, ``"previous_response"`` or
     ``"conversation"``) and may start with ``system`` instructions; a stored one keeps the
     strategy it was created with (a different one raises ``MixedStateOwnerError``) and its
-    stored budget unless ``budget`` is given. ``agent`` answers (required to send). ``counter``
+    stored budget and prompt version unless ``budget`` / ``prompt_version`` is given (a given
+    one is stored for later openings). ``agent`` answers (required to send). ``counter``
     defaults to an exact :class:`~agents_state_ext.TokenCounter` for the agent's model.
 
     Conversation strategy: ``server_conversation_id`` continues an existing server
@@ -71,6 +72,9 @@ def open_conversation(
         meta = dict(info.meta)
         if budget is None:
             budget = check_budget(meta.get("budget"))
+        if prompt_version is None:
+            stored_version = meta.get("prompt_version")
+            prompt_version = stored_version if isinstance(stored_version, str) else None
         chosen: StrategyName = info.strategy  # type: ignore[assignment]  # checked on create
     else:
         if strategy is None:
@@ -81,7 +85,11 @@ def open_conversation(
         if server_conversation_id is not None:
             servers.root = server_conversation_id
             servers.add(server_conversation_id, tip=None, last_item_id=None, system=False)
-        meta = {"budget": budget, "server_conversations": servers.to_dict()}
+        meta = {
+            "budget": budget,
+            "prompt_version": prompt_version,
+            "server_conversations": servers.to_dict(),
+        }
         store.create_conversation(conversation_id, strategy=chosen, meta=meta)
     graph = load_graph(store, conversation_id, id_factory)
     chat = Conversation(
@@ -98,6 +106,8 @@ def open_conversation(
         meta=meta,
         id_factory=id_factory,
     )
+    if stored and prompt_version != meta.get("prompt_version"):
+        chat.prompt_version = prompt_version  # a new version from now on, kept with the chat
     if not stored and system is not None:
         graph.add_system(system)
         chat._commit()
