@@ -39,15 +39,23 @@ class ToolOutputHooks(RunHooks[Any]):
         """Record the output of a function tool call, then call the app's hook."""
         call_id = getattr(context, "tool_call_id", None)
         if isinstance(tool, FunctionTool) and isinstance(call_id, str):
-            call = ResponseFunctionToolCall(
-                type="function_call",
-                call_id=call_id,
-                name=tool.name,
-                arguments=str(getattr(context, "tool_arguments", None) or "{}"),
-            )
-            self.lifecycle.tool_finished(ItemHelpers.tool_call_output_item(call, result))
+            self.lifecycle.tool_finished(_output_item(call_id, tool, context, result))
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
+
+
+def _output_item(call_id: str, tool: FunctionTool, context: Any, result: object) -> Any:
+    """The output item the SDK sends for ``result``: built directly for the common text result
+    (what the SDK's conversion gives for a ``str``), through the SDK's conversion otherwise."""
+    if isinstance(result, str) and tool.output_json_schema is None:
+        return {"call_id": call_id, "output": result, "type": "function_call_output"}
+    call = ResponseFunctionToolCall(
+        type="function_call",
+        call_id=call_id,
+        name=tool.name,
+        arguments=str(getattr(context, "tool_arguments", None) or "{}"),
+    )
+    return ItemHelpers.tool_call_output_item(call, result)
 
 
 def _forward(name: str) -> Any:

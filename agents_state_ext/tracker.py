@@ -238,13 +238,16 @@ class ServerConversationTracker:
         that call. The answer is the run's real output when it produced one, else a synthesized
         one (or :class:`~agents_state_ext.OpenToolCallsError` under the ``raise`` policy).
         """
+        calls = [(index, call) for index, item in enumerate(batch) if (call := call_of(item))]
+        if not self._open and not calls:
+            return batch  # the common request: nothing open, no call in it
         carried = {k.output_call_id for k in map(_keys, batch)} - {None}
         front = [(c, kind) for c, kind in self._open.items() if c not in carried]
-        inline: dict[int, tuple[str, str]] = {}
-        for index, item in enumerate(batch):
-            call = call_of(item)
-            if call is not None and call[0] not in carried and call[0] not in self._call_ids:
-                inline[index] = call
+        inline = {
+            index: call
+            for index, call in calls
+            if call[0] not in carried and call[0] not in self._call_ids
+        }
         if not front and not inline:
             return batch
         wanted = [*front, *inline.values()]
