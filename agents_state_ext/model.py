@@ -138,6 +138,8 @@ class TrackedModel(Model):
         """Stream a response through the ledger; a cancelled stream keeps its partial text."""
         call = await self._begin(input, previous_response_id, conversation_id, streamed=True)
         if isinstance(call, ModelResponse):
+            # Answered from the ledger: the stream "completes" at once with the stored response.
+            self.lifecycle.partial = PartialOutput(response_id=call.response_id, completed=True)
             yield completed_event(call)
             return
         if call is None:

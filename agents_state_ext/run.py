@@ -116,11 +116,10 @@ class RunLifecycle:
     def begin(self, input: Any, graph: Iterable[int] = ()) -> None:
         """Start a run on ``input`` (its agents are the ids in ``graph``); one at a time."""
         self.ensure_idle()
+        known, self._resumed = self._resumed, None
         if isinstance(input, RunState):
-            known = self._resumed
             ids = known[1] if known is not None and known[0] is input else None
             self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
-            self._resumed = None
         else:
             self._run = _Run(input=_input_items(input))
         self._graph = set(graph) or None
@@ -292,6 +291,8 @@ class RunLifecycle:
 
     def prepare_resume(self, run_state: RunState[Any]) -> None:
         """Align the ledger with a RunState about to be resumed, or refuse a foreign one."""
+        if self._resumed is not None and self._resumed[0] is run_state:
+            return  # already aligned (loads() does it, then run() is given the same RunState)
         tracker = self.tracker
         data = run_state_data(run_state)
         previous_response_id, conversation_id = _compat.run_state_ids(run_state)
