@@ -230,3 +230,24 @@ async def test_reseed_is_for_the_previous_response_strategy(mock: MockResponsesA
         state_for(mock, "conversation").reseed([])
     with pytest.raises(ValueError, match="server strategy"):
         ConversationState.replay().reseed([])
+
+
+@STREAMED
+async def test_a_retry_within_the_run_after_an_unheard_commit_gets_the_stored_answer(
+    mock: MockResponsesAPI, streamed: bool
+) -> None:
+    """Conversation strategy, SDK retries on: the server committed the answer, the client got a
+    500; the retry is answered from the reconciled conversation, not by asking the model again."""
+    from agents import ModelSettings
+    from agents.retry import ModelRetrySettings, retry_policies
+
+    retry = ModelRetrySettings(max_retries=2, policy=retry_policies.provider_suggested())
+    agent = agent_for(mock, model_settings=ModelSettings(retry=retry))
+    state = state_for(mock, "conversation")
+    mock.enqueue(Reply.text("the answer"))
+    mock.inject(Fault.status(500, commit=True))
+    result = await run_turn(state, agent, "question", streamed=streamed)
+    assert result.final_output == "the answer"
+    assert history(mock, state) == ["user: question", "assistant: the answer"]
+    assert len(mock.response_requests) == 1  # the retry needed no second request
+    no_400(mock)
