@@ -3,6 +3,10 @@
 A run cancelled before its next request (a non-streamed run has no result to read afterwards),
 or a parallel sibling cancelled mid-call, would otherwise lose outputs that were produced: the
 ledger keeps them to close their calls with. The app's own hooks are called as before.
+
+When the ledger is held in a store (``RunLifecycle.checkpoint_hook``), it is also saved when
+an agent starts, before each model request's hooks and after each tool output, before the
+app's hook runs: a worker that dies there leaves the run's input and its tools' outputs saved.
 """
 
 from __future__ import annotations
@@ -19,9 +23,7 @@ from .run import RunLifecycle
 __all__ = ["ToolOutputHooks"]
 
 _FORWARDED = (
-    "on_llm_start",
     "on_llm_end",
-    "on_agent_start",
     "on_agent_end",
     "on_handoff",
     "on_tool_start",
@@ -40,8 +42,23 @@ class ToolOutputHooks(RunHooks[Any]):
         call_id = getattr(context, "tool_call_id", None)
         if isinstance(tool, FunctionTool) and isinstance(call_id, str):
             self.lifecycle.tool_finished(_output_item(call_id, tool, context, result))
+            await self.lifecycle.checkpoint()
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
+
+    async def on_agent_start(self, context: Any, agent: Any) -> None:
+        """Save a held ledger (the run's input), then call the app's hook."""
+        await self.lifecycle.checkpoint()
+        if self.inner is not None:
+            await self.inner.on_agent_start(context, agent)
+
+    async def on_llm_start(
+        self, context: Any, agent: Any, system_prompt: str | None, input_items: Any
+    ) -> None:
+        """Save a held ledger, then call the app's hook."""
+        await self.lifecycle.checkpoint()
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
 
 def _output_item(call_id: str, tool: FunctionTool, context: Any, result: object) -> Any:

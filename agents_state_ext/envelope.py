@@ -7,6 +7,10 @@ Layout (JSON)::
                  "run_state": <RunState.to_json()>},
      "signature": "<hex HMAC-SHA256 of the canonical payload>"}   # only when a key is given
 
+A ledger kept between runs (``ConversationState.dumps_ledger``, what a store holds beside a
+conversation) uses the same envelope with format ``"agents-state-ext/ledger"`` and a payload
+without ``run_state``.
+
 Changelog of ``version``:
     1: first version.
 
@@ -24,9 +28,16 @@ from typing import Any
 
 from .errors import StateBlobError
 
-__all__ = ["ENVELOPE_FORMAT", "ENVELOPE_VERSION", "open_envelope", "seal_envelope"]
+__all__ = [
+    "ENVELOPE_FORMAT",
+    "ENVELOPE_VERSION",
+    "LEDGER_FORMAT",
+    "open_envelope",
+    "seal_envelope",
+]
 
 ENVELOPE_FORMAT = "agents-state-ext/run"
+LEDGER_FORMAT = "agents-state-ext/ledger"
 ENVELOPE_VERSION = 1
 
 
@@ -42,10 +53,15 @@ def _key_bytes(key: bytes | str) -> bytes:
     return key
 
 
-def seal_envelope(payload: Mapping[str, Any], *, key: bytes | str | None = None) -> str:
+def seal_envelope(
+    payload: Mapping[str, Any],
+    *,
+    key: bytes | str | None = None,
+    format: str = ENVELOPE_FORMAT,
+) -> str:
     """Serialize ``payload`` into the envelope, signed with HMAC-SHA256 when ``key`` is given."""
     envelope: dict[str, Any] = {
-        "format": ENVELOPE_FORMAT,
+        "format": format,
         "version": ENVELOPE_VERSION,
         "payload": payload,
     }
@@ -55,7 +71,9 @@ def seal_envelope(payload: Mapping[str, Any], *, key: bytes | str | None = None)
     return json.dumps(envelope, separators=(",", ":"), default=str)
 
 
-def open_envelope(blob: str | bytes, *, key: bytes | str | None = None) -> dict[str, Any]:
+def open_envelope(
+    blob: str | bytes, *, key: bytes | str | None = None, format: str = ENVELOPE_FORMAT
+) -> dict[str, Any]:
     """The payload of an envelope; anything malformed, unknown or tampered is ``StateBlobError``.
 
     With ``key`` the envelope must carry a valid signature; without one a signature is not
@@ -67,8 +85,8 @@ def open_envelope(blob: str | bytes, *, key: bytes | str | None = None) -> dict[
         raise StateBlobError(f"the state blob is not valid JSON (truncated?): {exc}") from exc
     except RecursionError as exc:
         raise StateBlobError("the state blob is nested too deeply to be a state") from exc
-    if not isinstance(envelope, dict) or envelope.get("format") != ENVELOPE_FORMAT:
-        raise StateBlobError(f"not an agents-state-ext state blob (format {ENVELOPE_FORMAT!r})")
+    if not isinstance(envelope, dict) or envelope.get("format") != format:
+        raise StateBlobError(f"not an agents-state-ext state blob (format {format!r})")
     version = envelope.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise StateBlobError(f"the state blob has an invalid version {version!r}")
@@ -91,7 +109,10 @@ def open_envelope(blob: str | bytes, *, key: bytes | str | None = None) -> dict[
         expected = hmac.new(_key_bytes(key), canonical, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(signature, expected):
             raise StateBlobError("the state blob's signature does not match: it was changed")
-    for name, kind in (("strategy", str), ("run_state", dict)):
+    required: tuple[tuple[str, type], ...] = (("strategy", str),)
+    if format == ENVELOPE_FORMAT:
+        required = (*required, ("run_state", dict))
+    for name, kind in required:
         if not isinstance(payload.get(name), kind):
             raise StateBlobError(f"the state blob's payload lacks a valid {name!r}")
     return payload

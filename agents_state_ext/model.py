@@ -112,6 +112,7 @@ class TrackedModel(Model):
                 tracing, previous_response_id=previous_response_id,
                 conversation_id=conversation_id, prompt=prompt,
             )  # fmt: skip
+        await _checkpoint_before(call)
         with call.guard():
             response = await self.inner.get_response(
                 system_instructions, call.items, self._settings(model_settings), tools,
@@ -119,6 +120,7 @@ class TrackedModel(Model):
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
         _succeed(call, response.response_id, list(response.output), self.inner)
+        await self.lifecycle.checkpoint()
         return response
 
     async def stream_response(
@@ -151,6 +153,7 @@ class TrackedModel(Model):
                 yield event
             return
         partial = self.lifecycle.partial or PartialOutput()
+        await _checkpoint_before(call)
         with call.guard():
             async for event in self.inner.stream_response(
                 system_instructions, call.items, self._settings(model_settings), tools,
@@ -167,6 +170,7 @@ class TrackedModel(Model):
                     _succeed(
                         call, event.response.id or None, list(event.response.output), self.inner
                     )
+                    await self.lifecycle.checkpoint()
                 yield event
             if not call.done:
                 call.fail(None)
@@ -244,6 +248,15 @@ def _succeed(call: RequestCall, response_id: str | None, output: list[Any], mode
         call.fail(None)
         raise _no_response_id(model)
     call.succeed(response_id, output)
+
+
+async def _checkpoint_before(call: RequestCall) -> None:
+    """Save the ledger with ``call`` marked sent, before it goes out; if that fails, withdraw it."""
+    try:
+        await call.lifecycle.checkpoint()
+    except BaseException as exc:
+        call.withdraw(exc)
+        raise
 
 
 def _check_ids(

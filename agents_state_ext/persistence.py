@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agents import Agent, RunState
 
 from . import _compat
-from .envelope import open_envelope, seal_envelope
+from .envelope import LEDGER_FORMAT, open_envelope, seal_envelope
 from .errors import MixedStateOwnerError, StateBlobError
 from .run import PartialOutput
 from .tracker import ServerConversationTracker
@@ -16,7 +16,7 @@ from .tracker import ServerConversationTracker
 if TYPE_CHECKING:
     from .state import ConversationState
 
-__all__ = ["dump_state", "load_state", "run_state_json"]
+__all__ = ["dump_ledger", "dump_state", "load_ledger", "load_state", "run_state_json"]
 
 _STRATEGIES = ("replay", "session", "previous_response", "conversation")
 
@@ -94,13 +94,8 @@ async def load_state(
         state = cls("session", session=session)
     else:
         state = cls("replay")
-    partial = payload.get("partial")
+    _restore_partial(state, payload.get("partial"))
     lifecycle = state.lifecycle
-    if isinstance(partial, dict) and lifecycle is not None:
-        try:
-            lifecycle.partial = PartialOutput(**partial)
-        except TypeError as exc:
-            raise StateBlobError(f"malformed partial output in the state blob: {exc}") from exc
     run_json = payload["run_state"]
     bound = state.bind(agent)
     extra = {"context_deserializer": context_deserializer} if context_deserializer else {}
@@ -116,3 +111,52 @@ async def load_state(
             raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
     _compat.repair_turn_count(run_state)
     return state, run_state
+
+
+def dump_ledger(state: ConversationState, *, key: bytes | str | None = None) -> str:
+    """See :meth:`ConversationState.dumps_ledger`."""
+    lifecycle = state.lifecycle
+    if lifecycle is None:
+        raise ValueError(
+            f"a {state.strategy} conversation keeps no ledger: only the previous_response and "
+            "conversation strategies have one to store"
+        )
+    partial = state.partial
+    payload = {
+        "strategy": state.strategy,
+        "tracker": lifecycle.snapshot(),
+        "partial": dataclasses.asdict(partial) if partial is not None else None,
+    }
+    return seal_envelope(payload, key=key, format=LEDGER_FORMAT)
+
+
+def load_ledger(
+    cls: type[ConversationState],
+    blob: str | bytes,
+    *,
+    key: bytes | str | None = None,
+    client: Any = None,
+) -> ConversationState:
+    """See :meth:`ConversationState.loads_ledger`."""
+    payload = open_envelope(blob, key=key, format=LEDGER_FORMAT)
+    strategy = payload["strategy"]
+    tracker_data = payload.get("tracker")
+    if strategy not in ("previous_response", "conversation") or not isinstance(tracker_data, dict):
+        raise StateBlobError(
+            f"a ledger blob needs a server strategy and its tracker, got {strategy!r}"
+        )
+    tracker = ServerConversationTracker.from_dict(tracker_data)
+    if tracker.strategy != strategy:
+        raise StateBlobError("the blob's tracker does not match its strategy")
+    state = cls(strategy, tracker=tracker, client=client)
+    _restore_partial(state, payload.get("partial"))
+    return state
+
+
+def _restore_partial(state: ConversationState, partial: Any) -> None:
+    lifecycle = state.lifecycle
+    if isinstance(partial, dict) and lifecycle is not None:
+        try:
+            lifecycle.partial = PartialOutput(**partial)
+        except TypeError as exc:
+            raise StateBlobError(f"malformed partial output in the state blob: {exc}") from exc

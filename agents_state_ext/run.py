@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,10 @@ class RunLifecycle:
         """The newest streamed attempt's response id and text."""
         self.requests: deque[SentRequest] = deque(maxlen=REQUEST_HISTORY)
         """The newest requests, exactly as sent."""
+        self.checkpoint_hook: Callable[[], Awaitable[None]] | None = None
+        """Awaited after each request is marked sent and before it goes out, and after it is
+        acknowledged (``HeldState`` saves the ledger there). If it raises, the request is not
+        sent and is rewound; the error ends the run."""
         self._owner: object | None = None
         self._run: _Run | None = None
         self._graph: set[int] | None = None
@@ -96,6 +100,11 @@ class RunLifecycle:
         self._replaced: list[Any] = []
         self._call: RequestCall | None = None
         self._resumed: tuple[RunState[Any], set[str]] | None = None
+
+    async def checkpoint(self) -> None:
+        """Run :attr:`checkpoint_hook`, if any."""
+        if self.checkpoint_hook is not None:
+            await self.checkpoint_hook()
 
     # -- a run begins and ends ---------------------------------------------------------------
 
@@ -357,6 +366,16 @@ class RequestCall:
         self.record.response_id = response_id
         self.lifecycle.tracker.acknowledge(response_id, output, consumed=self.replaced)
         self.lifecycle.decided()
+
+    def withdraw(self, error: BaseException) -> None:
+        """The request never went out (a checkpoint before it failed): rewind it, unlogged."""
+        if self.done:
+            return
+        self.done = True
+        self.record.error = f"not sent: {type(error).__name__}"
+        with contextlib.suppress(ValueError):
+            self.lifecycle.requests.remove(self.record)
+        self.lifecycle.tracker.rewind(self._batch)
 
     def fail(self, error: BaseException | None) -> None:
         """The request failed or was cancelled: rewind it, or hold it as maybe accepted."""

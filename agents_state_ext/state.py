@@ -448,6 +448,27 @@ class ConversationState:
             context_deserializer=context_deserializer,
         )  # fmt: skip
 
+    def dumps_ledger(self, *, key: bytes | str | None = None) -> str:
+        """Serialize the ledger alone, without a run: what a store keeps between runs.
+
+        The envelope (format ``agents-state-ext/ledger``) holds the strategy, the tracker and
+        the partial output of a cancelled stream. Taken during a run, a request in flight is
+        kept as maybe-accepted (conversation) or pending (previous_response), exactly as in
+        :meth:`dumps`. Replay and session conversations keep no ledger: ``ValueError``.
+        """
+        return persistence.dump_ledger(self, key=key)
+
+    @classmethod
+    def loads_ledger(
+        cls, blob: str | bytes, *, key: bytes | str | None = None, client: Any | None = None
+    ) -> ConversationState:
+        """Restore a conversation from :meth:`dumps_ledger`; its next run continues the ledger.
+
+        A malformed, tampered (with ``key``) or newer blob raises
+        :class:`~agents_state_ext.StateBlobError`. ``client`` is as for :meth:`conversation`.
+        """
+        return persistence.load_ledger(cls, blob, key=key, client=client)
+
     def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
         # Only an input guardrail can undo a run (see run()); without one, skip the copy,
         # which grows with the conversation.

@@ -11,7 +11,7 @@ import itertools
 import random
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,14 @@ from agents_state_ext.nodes import Node
 __all__ = [
     "BUDGET",
     "SENTENCES",
+    "GcTimer",
+    "Pairs",
     "Row",
     "Section",
     "Synthetic",
     "interleaved",
+    "interleaved_pairs",
+    "make_chat",
     "make_graph",
     "median",
     "text",
@@ -121,6 +125,45 @@ def make_graph(messages: int, seed: int = 7) -> Synthetic:
     return Synthetic(graph=graph, path=path, messages=len(path))
 
 
+def make_chat(messages: int, seed: int = 11) -> list[Node]:
+    """The active path of a plain chat: ``messages`` nodes, user prompt then answer, in turn.
+
+    Built through ``ConversationGraph``'s own API, as the chat layer stores them: a user node
+    holds one user ``message`` item of 1-4 sentences; an answer holds one assistant message
+    of 2-8 sentences shaped as the SDK's ``to_input_item()`` gives it (``id``, ``status``,
+    ``output_text`` with ``annotations``), and carries an attempt id, a request id and the
+    response id and usage the chat layer records. Ids are uuid-like and seeded.
+    """
+    rng = random.Random(seed)
+    clock = itertools.count()
+
+    def new_id(prefix: str) -> str:
+        return f"{prefix}_{rng.getrandbits(128):032x}"
+
+    graph = ConversationGraph(
+        "conv_bench", id_factory=new_id, clock=lambda: 1.76e9 + 1.5 * next(clock)
+    )
+    while len(graph) < messages:
+        graph.add_user(text(rng))
+        if len(graph) == messages:
+            break
+        attempt = graph.start_attempt()
+        answer = " ".join(text(rng) for _ in range(2))
+        item = {
+            "id": new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": answer, "annotations": []}],
+        }
+        used = {"requests": 1, "input_tokens": rng.randint(200, 8_000)}
+        used["output_tokens"] = rng.randint(20, 400)
+        used["total_tokens"] = used["input_tokens"] + used["output_tokens"]
+        meta = {"response_id": new_id("resp"), "usage": used}
+        graph.complete(attempt.id, items=[item], meta=meta)
+    return graph.active_path()
+
+
 def median(samples: Sequence[float]) -> float:
     return statistics.median(samples) if samples else float("nan")
 
@@ -146,6 +189,85 @@ def interleaved(
         if gc_was_enabled:
             gc.enable()
     return {name: median(values) for name, values in samples.items()}
+
+
+@dataclass
+class Pairs:
+    """Seconds per call of two sides measured in interleaved pairs, and their per-pair ratios."""
+
+    ours: list[float]
+    anchor: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        """ours / anchor of each pair: below 1 means ours was faster in that pair."""
+        return [o / a for o, a in zip(self.ours, self.anchor, strict=True)]
+
+    def summary(self) -> dict[str, Any]:
+        """Medians of both sides, and the median, quartiles and range of the per-pair ratios."""
+        ratios = sorted(self.ratios)
+        q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        return {
+            "pairs": len(ratios),
+            "ours_median_s": median(self.ours),
+            "anchor_median_s": median(self.anchor),
+            "ours_over_anchor": median(ratios),
+            "ratio_iqr": [q1, q3],
+            "ratio_min_max": [ratios[0], ratios[-1]],
+        }
+
+
+async def interleaved_pairs(
+    ours: Callable[[], Awaitable[object]],
+    anchor: Callable[[], Awaitable[object]],
+    pairs: int,
+    *,
+    warmup: int = 2,
+) -> Pairs:
+    """Time ``pairs`` pairs of awaited calls, alternating which side goes first in each pair.
+
+    The garbage collector is left as the caller set it (a user's process runs with it on), so
+    a collection lands in whichever call allocates when it is due; alternating the order
+    shares that, and any other burst of load, between the sides.
+    """
+    for _ in range(warmup):
+        await ours()
+        await anchor()
+    result = Pairs([], [])
+    clock = time.perf_counter
+    for n in range(pairs):
+        order = ((ours, result.ours), (anchor, result.anchor))
+        for run, samples in order if n % 2 == 0 else order[::-1]:
+            start = clock()
+            await run()
+            samples.append(clock() - start)
+    return result
+
+
+class GcTimer:
+    """Time spent in the garbage collector, and collections per generation, while entered.
+
+    Read through ``gc.callbacks``, so it sees every collection of the process, on any thread.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections[info["generation"]] += 1
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def loop_time(run: Callable[[], object], calls: int) -> float:

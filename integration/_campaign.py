@@ -68,9 +68,12 @@ class Plan:
     strategy: str
     filtered: bool
     steps: tuple[Step, ...]
+    stored: bool = False
+    """The ledger is held in a store from the start; workers take it over from there."""
 
     def __str__(self) -> str:
         head = f"seed {self.seed}: {self.strategy}{', filtered' if self.filtered else ''}"
+        head += ", ledger in a store" if self.stored else ""
         return "\n".join([head, *(f"  {n}. {step}" for n, step in enumerate(self.steps))])
 
 
@@ -79,23 +82,28 @@ def draw(seed: int) -> Plan:
     rng = random.Random(seed)
     strategy = rng.choice(STRATEGIES)
     filtered = rng.random() < 0.25
-    steps = tuple(_step(rng) for _ in range(rng.randint(2, 4)))
-    return Plan(seed, strategy, filtered, steps)
+    stored = rng.random() < 0.5
+    steps = tuple(_step(rng, stored) for _ in range(rng.randint(2, 4)))
+    return Plan(seed, strategy, filtered, steps, stored)
 
 
-def _step(rng: random.Random) -> Step:
+def _step(rng: random.Random, stored: bool) -> Step:
+    # An app that keeps its ledger in a store goes on in the same worker or in another one
+    # from the store; one that does not, in the same process or through dumps / loads.
+    same = ["resume", "new_turn"]
+    thens = [*same, "store_takeover"] if stored else [*same, "loads_resume", "loads_new_turn"]
     script = rng.choice(TURN_SCRIPTS)
     streamed = rng.random() < 0.5
     ways = [name for name, way in WAYS.items() if streamed or not way.streamed_only]
     way_name = rng.choice(ways) if rng.random() < 0.75 else None
-    then = rng.choice(list(CONTINUATIONS))
+    then = rng.choice(thens)
     way = WAYS.get(way_name or "")
     if way is None:
         return Step(script, streamed, None, Point("-"), then)
     if way.action is not None:
         probe = rng.randrange(16)
-        if way.name == "checkpoint":
-            then = rng.choice(["loads_resume", "loads_new_turn"])
+        if way.name == "checkpoint":  # the process died: only what it saved goes on
+            then = "store_takeover" if stored else rng.choice(["loads_resume", "loads_new_turn"])
         return Step(script, streamed, way.name, Point(f"point #{probe}", probe=probe), then)
     request = rng.randrange(3)
     after = rng.randrange(8) if way.mid_stream and streamed else 0
@@ -125,6 +133,15 @@ async def run_plan(mock: MockResponsesAPI, plan: Plan) -> Verdict:
         agent=lambda api, reporter: build_agent(api, reporter, scripts),
         run_kwargs=kwargs,
     )
+    if plan.stored:
+        await talk.hold()
+    try:
+        return await _judge(mock, plan, talk, verdict)
+    finally:
+        await talk.close()
+
+
+async def _judge(mock: MockResponsesAPI, plan: Plan, talk: Talk, verdict: Verdict) -> Verdict:
     users = [f"w-{plan.seed}"]
     last: Any = await talk.turn(talk.state, users[0])
     for n, step in enumerate(plan.steps):

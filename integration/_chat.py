@@ -23,7 +23,7 @@ def ids() -> Callable[[str], str]:
     return lambda prefix: f"{short[prefix]}{next(counters.setdefault(prefix, itertools.count(1)))}"
 
 
-def open_chat(mock: MockResponsesAPI, strategy: str, **kwargs: Any) -> Conversation:
+async def open_chat(mock: MockResponsesAPI, strategy: str, **kwargs: Any) -> Conversation:
     """A chat in a fresh in-memory store, with a system message and word-count tokens."""
     store = kwargs.pop("store", None) or InMemoryStore()
     options: dict[str, Any] = {
@@ -34,7 +34,7 @@ def open_chat(mock: MockResponsesAPI, strategy: str, **kwargs: Any) -> Conversat
         "id_factory": ids(),
         **kwargs,
     }
-    return open_conversation(store, **options)
+    return await open_conversation(store, **options)
 
 
 def slow_reply(*, streamed: bool) -> Reply:

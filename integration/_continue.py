@@ -30,20 +30,27 @@ class CellSkipped(Exception):
 
 @dataclass(frozen=True)
 class Continuation:
-    """(a) resume, (b) dumps/loads then resume, (c) a new turn, (d) dumps/loads then a new turn.
+    """(a) resume, (b) dumps/loads then resume, (c) a new turn, (d) dumps/loads then a new turn,
+    (e) another worker takes the ledger over from the store, then a new turn.
 
     The new turn is the cell's follow-up itself; after a resume the follow-up comes on top.
+    Under (e) the ledger was held in a store from the start (``HeldState``, saved before every
+    request and after every answer); the first worker leaves, saving, or dies at the point (its
+    last save stands and its hold lapses), and a second worker holds it for the follow-up.
     """
 
     name: str
     loads: bool
     resume: bool
+    store: bool = False
 
     async def run(self, talk: Talk, held: Held) -> ConversationState:
         """Go on from the interrupted run; the state the next turn runs on.
 
         A resumed run is driven to its end with ``held``, which then holds its result.
         """
+        if self.store:
+            return await talk.take_over(held.crashed)
         if self.resume and not (held.resumable or held.finished):
             raise CellSkipped(
                 "the app holds no RunState of the run (a plain run that raised or was "
@@ -81,6 +88,7 @@ CONTINUATIONS: dict[str, Continuation] = {
         Continuation("loads_resume", loads=True, resume=True),
         Continuation("new_turn", loads=False, resume=False),
         Continuation("loads_new_turn", loads=True, resume=False),
+        Continuation("store_takeover", loads=True, resume=False, store=True),
     )
 }
 """Every continuation, by name."""

@@ -124,6 +124,17 @@ def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
 async def run_point(mock: MockResponsesAPI, cell: Cell, point: Point) -> Outcome:
     """Run one cell: warm-up, the interrupted script, the continuation, a follow-up; judge."""
     talk, tags = cell.open(mock)
+    if cell.continuation.store:
+        await talk.hold()
+    try:
+        return await _judge(mock, cell, point, talk, tags)
+    finally:
+        await talk.close()
+
+
+async def _judge(
+    mock: MockResponsesAPI, cell: Cell, point: Point, talk: Talk, tags: tuple[str, str, str]
+) -> Outcome:
     warm, script_input, follow_up = tags
     held = Held(previous=await talk.turn(talk.state, warm))
     await talk.interrupted(script_input, held, cell.way, point)

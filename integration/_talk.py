@@ -13,6 +13,8 @@ from agents import Agent
 from agents.result import RunResultBase
 
 from agents_state_ext import ConversationState
+from agents_state_ext.stores import InMemoryStore
+from agents_state_ext.stores.held import HeldState
 from agents_state_ext.testing import Fault, MockResponsesAPI, Responder
 
 from ._interrupt import (
@@ -49,6 +51,20 @@ def fewer_collections(threshold: int = 50_000) -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+LEASE = 30.0
+"""The hold of a conversation kept in a store; the test's clock jumps past it on a crash."""
+
+
+class Clock:
+    """A settable clock for the workers' leases."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Talk:
     """A fresh conversation on the mock under one strategy; ``streamed`` may change per run."""
@@ -60,6 +76,9 @@ class Talk:
     probe: Probe = field(default_factory=Probe)
     agent: Any = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    ledgers: InMemoryStore | None = None
+    worker: HeldState | None = None
+    clock: Clock = field(default_factory=Clock)
 
     @classmethod
     def open(
@@ -93,6 +112,32 @@ class Talk:
     async def drive(self, state: ConversationState, input: Any, held: Held) -> None:
         """Run ``input`` on ``state`` to its final answer (see :func:`~._interrupt.drive`)."""
         await drive(state, self.agent, input, held, streamed=self.streamed, **self.kwargs)
+
+    async def hold(self) -> None:
+        """Keep the ledger in a store from now on, held by worker "a" (saved at every request)."""
+        self.ledgers = InMemoryStore()
+        self.worker = HeldState(
+            self.ledgers, "talk", new=self.state, holder="a", lease=LEASE, clock=self.clock
+        )
+        await self.worker.__aenter__()
+
+    async def take_over(self, crashed: bool) -> ConversationState:
+        """Worker "b" goes on from the store: after "a" left (saving), or died (its hold lapses)."""
+        if self.worker is None or self.ledgers is None:
+            raise AssertionError("the conversation is not held in a store")
+        if crashed:
+            await self.worker.abandon()
+            self.clock.now += LEASE + 1
+        else:
+            await self.worker.__aexit__(None, None, None)
+        self.worker = HeldState(self.ledgers, "talk", holder="b", lease=LEASE, clock=self.clock)
+        return await self.worker.__aenter__()
+
+    async def close(self) -> None:
+        """Let go of the store's hold, if any."""
+        if self.worker is not None:
+            await self.worker.abandon()
+            self.worker = None
 
     def transcript(self, final: RunResultBase) -> list[dict[str, Any]]:
         """What the model saw: the conversation's items, or the chain of ``final``'s response."""

@@ -55,8 +55,8 @@ def agent_for(mock: MockResponsesAPI) -> Agent[Any]:
     return Agent(name="assistant", model=mock.model("gpt-4.1"), tools=[delete_file])
 
 
-def open_chat(mock: MockResponsesAPI, strategy: str, store: Any = None) -> ase.Conversation:
-    return open_conversation(
+async def open_chat(mock: MockResponsesAPI, strategy: str, store: Any = None) -> ase.Conversation:
+    return await open_conversation(
         store if store is not None else InMemoryStore(),
         strategy=strategy,  # type: ignore[arg-type]
         agent=agent_for(mock),
@@ -73,16 +73,21 @@ def scripted(mock: MockResponsesAPI) -> None:
 
 
 APPROVE_ELSEWHERE = """
-import json, sys
+import asyncio, json, sys
 from agents_state_ext import SQLiteStore, open_conversation
-decided = {}
-with SQLiteStore(sys.argv[1]) as store:
-    for chat_id in store.list_conversations():
-        chat = open_conversation(store, chat_id, create=False)  # no agent: deciding needs none
-        pending = chat.pending_approvals()
-        chat.approve(pending[0].call_id)
-        decided[chat_id] = [(a.call_id, a.decision) for a in chat.pending_approvals()]
-print(json.dumps(decided))
+
+async def main():
+    decided = {}
+    async with SQLiteStore(sys.argv[1]) as store:
+        for chat_id in await store.list_conversations():
+            # no agent: deciding needs none
+            chat = await open_conversation(store, chat_id, create=False)
+            pending = await chat.pending_approvals()
+            await chat.approve(pending[0].call_id)
+            decided[chat_id] = [(a.call_id, a.decision) for a in await chat.pending_approvals()]
+    print(json.dumps(decided))
+
+asyncio.run(main())
 """
 
 
@@ -110,18 +115,18 @@ async def test_a_pause_survives_a_restart_and_is_decided_in_another_process(
     db = tmp_path / "chats.sqlite3"
     cells = [(strategy, streamed) for strategy in STRATEGIES for streamed in (False, True)]
     paused: dict[str, tuple[str, bool, str]] = {}
-    with SQLiteStore(db) as store:
+    async with SQLiteStore(db) as store:
         for strategy, streamed in cells:
-            chat = open_chat(mock, strategy, store)
+            chat = await open_chat(mock, strategy, store)
             await chat.send("hi", stream=streamed)
             attempt = await chat.send("delete /tmp/x", stream=streamed)
             assert attempt.status == "awaiting_approval"
             assert [(a.tool_name, a.arguments, a.decision) for a in attempt.approvals] == [
                 ("delete_file", '{"path": "/tmp/x"}', None)
             ]
-            record = chat.record(attempt.id)
+            record = await chat.record(attempt.id)
             assert (record.status, record.finished_at) == ("awaiting_approval", None)
-            assert store.get_run_state(chat.id, attempt.attempt_id) is not None
+            assert await store.get_run_state(chat.id, attempt.attempt_id) is not None
             paused[chat.id] = (strategy, streamed, attempt.id)
     assert DELETED == []
 
@@ -131,11 +136,11 @@ async def test_a_pause_survives_a_restart_and_is_decided_in_another_process(
         chat_id: ["approved"] for chat_id in paused
     }
 
-    with SQLiteStore(db) as store:
+    async with SQLiteStore(db) as store:
         for chat_id, (strategy, streamed, node_id) in paused.items():
-            chat = open_conversation(store, chat_id, agent=agent_for(mock))
+            chat = await open_conversation(store, chat_id, agent=agent_for(mock))
             requests = len(mock.response_requests)
-            paused_at = chat.record(node_id)
+            paused_at = await chat.record(node_id)
             resumed = await chat.resume(stream=streamed)
             assert resumed.id == node_id and resumed.status == "complete"
             assert resumed.text == "tool said: deleted /tmp/x"
@@ -154,14 +159,14 @@ async def test_a_pause_survives_a_restart_and_is_decided_in_another_process(
                     f"function_call:{call_id}",
                     f"function_call_output:{call_id}",
                 ]
-            record = chat.record(node_id)
+            record = await chat.record(node_id)
             assert record.status == "complete" and record.finished_at is not None
             assert [(a["call_id"], a["decision"]) for a in record.approvals] == [
                 (call_id, "approved")
             ]
-            assert store.get_run_state(chat_id, record.attempt_id) is None
+            assert await store.get_run_state(chat_id, record.attempt_id) is None
             final = await chat.send("thanks", stream=streamed)
-            seen = texts(mock.transcript(str(chat.record(final.id).response_id)))
+            seen = texts(mock.transcript(str((await chat.record(final.id)).response_id)))
             assert seen == [
                 "system:be brief",
                 "user:hi",
@@ -181,10 +186,10 @@ async def test_a_pause_survives_a_restart_and_is_decided_in_another_process(
 async def test_a_rejection_reaches_the_model_and_the_tool_never_runs(
     mock: MockResponsesAPI, strategy: str, streamed: bool
 ) -> None:
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     attempt = await chat.send("delete /etc", stream=streamed)
     (call,) = attempt.approvals
-    decided = chat.reject(call.call_id, message="not that one")
+    decided = await chat.reject(call.call_id, message="not that one")
     assert [(a.decision, a.message) for a in decided] == [("rejected", "not that one")]
     done = await chat.resume(stream=streamed)
     assert done.status == "complete" and done.text == "tool said: not that one"
@@ -199,7 +204,7 @@ async def test_a_rejection_reaches_the_model_and_the_tool_never_runs(
 async def test_other_attempts_wait_and_stop_drops_the_waiting_run(
     mock: MockResponsesAPI, strategy: str, streamed: bool
 ) -> None:
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     first = await chat.send("hi", stream=streamed)
     attempt = await chat.send("delete /a and /b", stream=streamed)
     assert [a.arguments for a in attempt.approvals] == ['{"path": "/a"}', '{"path": "/b"}']
@@ -213,7 +218,7 @@ async def test_other_attempts_wait_and_stop_drops_the_waiting_run(
         with pytest.raises(ase.ApprovalPendingError) as refused:
             action()
         assert len(refused.value.call_ids) == 2
-    chat.approve(attempt.approvals[0].call_id)
+    await chat.approve(attempt.approvals[0].call_id)
     with pytest.raises(ase.ApprovalPendingError) as refused:
         chat.resume()  # one call is still undecided
     assert refused.value.call_ids == [attempt.approvals[1].call_id]
@@ -221,14 +226,14 @@ async def test_other_attempts_wait_and_stop_drops_the_waiting_run(
 
     stopped = await chat.stop()
     assert stopped is not None and stopped.id == attempt.id and stopped.status == "cancelled"
-    assert chat.record(attempt.id).status == "cancelled"
-    assert chat.pending_approvals() == [] and chat.awaiting_approval is None
-    assert chat.store.get_run_state(chat.id, attempt.attempt_id) is None
+    assert (await chat.record(attempt.id)).status == "cancelled"
+    assert await chat.pending_approvals() == [] and await chat.awaiting_approval() is None
+    assert await chat.store.get_run_state(chat.id, attempt.attempt_id) is None
     again = await chat.send("never mind", stream=streamed)
     assert again.status == "complete" and DELETED == []
     previous, _, carried = wire(mock.response_requests[-1])
     if strategy == "previous_response":
-        assert previous == chat.record(first.id).response_id  # not the abandoned response
+        assert previous == (await chat.record(first.id)).response_id  # not the abandoned one
     assert "user:delete /a and /b" not in carried
 
 
@@ -244,14 +249,14 @@ async def test_a_resumed_run_that_needs_another_approval_waits_again(
         return Reply.text("both done")
 
     mock.responder = two_steps
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     attempt = await chat.send("clean up", stream=streamed)
-    chat.approve()
+    await chat.approve()
     again = await chat.resume(stream=streamed)
     assert again.id == attempt.id and again.status == "awaiting_approval"
     assert [a.arguments for a in again.approvals] == ['{"path": "/step1"}']
-    chat.approve()
+    await chat.approve()
     done = await chat.resume(stream=streamed)
     assert done.status == "complete" and done.text == "both done"
     assert DELETED == ["/step0", "/step1"]
-    assert [r.status for r in chat.attempts()] == ["complete"]
+    assert [r.status for r in await chat.attempts()] == ["complete"]

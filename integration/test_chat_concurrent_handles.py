@@ -29,13 +29,15 @@ pytestmark = pytest.mark.anyio
 FINAL = {"complete", "cancelled", "failed"}
 
 
-def handle(mock: MockResponsesAPI, store: SQLiteStore, chat_id: str | None = None) -> Conversation:
+async def handle(
+    mock: MockResponsesAPI, store: SQLiteStore, chat_id: str | None = None
+) -> Conversation:
     """A chat on ``store``: a new one, or the stored ``chat_id`` opened again."""
     agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
     counter = FixedTokenCounter()
     if chat_id is None:
-        return open_conversation(store, strategy="replay", agent=agent, counter=counter)
-    return open_conversation(store, chat_id, agent=agent, counter=counter, create=False)
+        return await open_conversation(store, strategy="replay", agent=agent, counter=counter)
+    return await open_conversation(store, chat_id, agent=agent, counter=counter, create=False)
 
 
 async def in_flight(attempt: Attempt, *, streamed: bool) -> None:
@@ -63,8 +65,8 @@ async def racing(
     """Handle one says "hi", then starts "story" (slow, or failing with ``fault``); handle two
     opens the same chat while that attempt is in flight."""
     db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
+    async with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
+        one = await handle(mock, one_store)
         await one.send("hi")
         if fault is None:
             mock.enqueue(slow_reply(streamed=streamed))
@@ -75,15 +77,15 @@ async def racing(
             await in_flight(story, streamed=streamed)
         else:
             await asyncio.sleep(0.05)
-        yield Race(db, one, handle(mock, two_store, one.id), story)
+        yield Race(db, one, await handle(mock, two_store, one.id), story)
 
 
-def reopened(db: Path, chat_id: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
+async def reopened(db: Path, chat_id: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """A third handle's view: node and attempt-record statuses, and the active branch's texts."""
-    with SQLiteStore(db) as store:
-        chat = open_conversation(store, chat_id, create=False)
+    async with SQLiteStore(db) as store:
+        chat = await open_conversation(store, chat_id, create=False)
         nodes = {n.id: n.status for n in chat.graph.nodes() if n.role == "assistant"}
-        records = {r.message_id: r.status for r in chat.attempts()}
+        records = {r.message_id: r.status for r in await chat.attempts()}
         return nodes, records, [n.text() for n in chat.active_path()]
 
 
@@ -98,14 +100,14 @@ async def test_a_retry_on_another_handle_does_not_leave_the_slow_attempt_queued(
             await slow
         assert slow.status == "complete"
 
-        nodes, records, branch = reopened(db, one.id)
+        nodes, records, branch = await reopened(db, one.id)
         assert set(nodes.values()) <= FINAL and set(records.values()) <= FINAL
         assert (nodes[slow.id], records[slow.id]) == ("complete", "complete")
         assert (nodes[retried.id], records[retried.id]) == ("complete", "complete")
         # The other handle's retry keeps the active branch; the slow answer is its sibling.
         assert branch == ["hi", "echo: hi", "story", "echo: story"]
-        with SQLiteStore(db) as store:
-            assert store.get_node(one.id, slow.id).text() == SLOW
+        async with SQLiteStore(db) as store:
+            assert (await store.get_node(one.id, slow.id)).text() == SLOW
 
         # The first handle has re-read the store: it continues on the branch now active.
         after = await one.send("thanks")
@@ -116,7 +118,7 @@ async def test_a_retry_on_another_handle_does_not_leave_the_slow_attempt_queued(
             "assistant:echo: story",
             "user:thanks",
         ]
-        assert reopened(db, one.id)[1][after.id] == "complete"
+        assert (await reopened(db, one.id))[1][after.id] == "complete"
 
 
 @STREAMED
@@ -129,7 +131,7 @@ async def test_a_stop_after_another_handle_moved_the_head_is_stored_as_cancelled
         await slow.stop()
         with pytest.raises(ConcurrentUpdateError):
             await slow
-        nodes, records, _ = reopened(race.db, race.one.id)
+        nodes, records, _ = await reopened(race.db, race.one.id)
         assert (nodes[slow.id], records[slow.id]) == ("cancelled", "cancelled")
 
 
@@ -143,7 +145,7 @@ async def test_a_failure_after_another_handle_moved_the_head_is_stored_as_failed
         await race.two.retry()
         with pytest.raises(Exception, match="timed out"):  # the model's error, not the conflict
             await failing
-        nodes, records, _ = reopened(race.db, race.one.id)
+        nodes, records, _ = await reopened(race.db, race.one.id)
         assert (nodes[failing.id], records[failing.id]) == ("failed", "failed")
 
 
@@ -156,7 +158,7 @@ async def test_an_edit_on_another_handle_keeps_the_slow_attempt_invalid_and_fina
         await race.two.edit(slow.user_id, "poem")
         with pytest.raises(ConcurrentUpdateError):
             await slow
-        nodes, records, branch = reopened(race.db, race.one.id)
+        nodes, records, branch = await reopened(race.db, race.one.id)
         # The edit invalidated the attempt; it stays invalid, and its record is final.
         assert (nodes[slow.id], records[slow.id]) == ("invalid", "complete")
         assert branch == ["hi", "echo: hi", "poem", "echo: poem"]
@@ -166,19 +168,21 @@ async def test_an_action_that_loses_the_race_changes_nothing_and_the_handle_reco
     mock: MockResponsesAPI, tmp_path: Path
 ) -> None:
     db = tmp_path / "chat.db"
-    with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
-        one = handle(mock, one_store)
+    async with SQLiteStore(db) as one_store, SQLiteStore(db) as two_store:
+        one = await handle(mock, one_store)
         first = await one.send("hi")
-        two = handle(mock, two_store, one.id)
+        two = await handle(mock, two_store, one.id)
         await two.send("from two")
         sent = len(mock.response_requests)
-        with pytest.raises(ConcurrentUpdateError):
-            one.send("from one")
+        lost = one.send("from one")
+        with pytest.raises(ConcurrentUpdateError):  # raised when awaited, before any request
+            await lost
+        assert lost.status == "failed"  # and nothing of it was stored
         await two.send("two again")
         with pytest.raises(ConcurrentUpdateError):
-            one.switch(first.id)
+            await one.switch(first.id)
         assert len(mock.response_requests) == sent + 1
-        nodes, records, branch = reopened(db, one.id)
+        nodes, records, branch = await reopened(db, one.id)
         assert set(nodes.values()) == set(records.values()) == {"complete"}
         assert branch == [
             "hi",
@@ -190,4 +194,4 @@ async def test_an_action_that_loses_the_race_changes_nothing_and_the_handle_reco
         ]
         # Re-read after each lost race, the first handle now acts on the current branch.
         await one.send("from one")
-        assert reopened(db, one.id)[2][-2:] == ["from one", "echo: from one"]
+        assert (await reopened(db, one.id))[2][-2:] == ["from one", "echo: from one"]

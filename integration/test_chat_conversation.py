@@ -19,12 +19,12 @@ BASE = ["system:be brief", "user:hi", "assistant:hello"]
 async def test_stop_keeps_the_conversation_and_edit_and_switch_fork_new_ones(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "conversation")
+    chat = await open_chat(mock, "conversation")
     mock.enqueue(Reply.text("hello"), slow_reply(streamed=streamed))
     mock.enqueue(Reply.text("retold"), Reply.text("sequel"), Reply.text("poem"), Reply.text("bye"))
 
     first = await chat.send("hi", stream=streamed)
-    main = chat.record(first.id).cursor_after
+    main = (await chat.record(first.id)).cursor_after
     assert main is not None
     stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
     assert stopped.status == "cancelled"
@@ -33,12 +33,12 @@ async def test_stop_keeps_the_conversation_and_edit_and_switch_fork_new_ones(
     retry = await chat.retry(stream=streamed)
     await chat.send("sequel?", stream=streamed)
     edit = await chat.edit(stopped.user_id, "poem", stream=streamed)
-    chat.switch(first.id)
+    await chat.switch(first.id)
     assert chat.cursor is None  # the greeting's conversation has moved on: the next one forks
     thanks = await chat.send("thanks", stream=streamed)
 
-    poem_conv = chat.record(edit.id).cursor_before
-    thanks_conv = chat.record(thanks.id).cursor_before
+    poem_conv = (await chat.record(edit.id)).cursor_before
+    thanks_conv = (await chat.record(thanks.id)).cursor_before
     assert len({main, poem_conv, thanks_conv}) == 3
     assert [wire(b) for b in mock.response_requests] == [
         (None, main, ["user:hi"]),
@@ -64,24 +64,24 @@ async def test_stop_keeps_the_conversation_and_edit_and_switch_fork_new_ones(
     assert edit.node.meta["forked_from"] == main
     assert edit.node.meta["seeded"] == ["m1", "m2", "m3"]
     assert retry.node.meta["server_conversation"] == main
-    assert list(chat.record(edit.id).included) == ["m1", "m2", "m3", "m9"]
+    assert list((await chat.record(edit.id)).included) == ["m1", "m2", "m3", "m9"]
 
 
 @STREAMED
 async def test_an_attempt_the_server_kept_forks_the_retry(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "conversation")
+    chat = await open_chat(mock, "conversation")
     mock.enqueue(Reply.text("hello"), Reply.text("kept"), Reply.text("again"))
     first = await chat.send("hi", stream=streamed)
-    main = str(chat.record(first.id).cursor_after)
+    main = str((await chat.record(first.id)).cursor_after)
     mock.inject(Fault.status(500, commit=True))  # the server appended it, the client never knew
     failed = chat.send("story", stream=streamed)
     with pytest.raises(Exception, match="boom"):
         await failed
     assert texts(mock.conversation_items(main))[-2:] == ["user:story", "assistant:kept"]
     retry = await chat.retry(stream=streamed)
-    fork = str(chat.record(retry.id).cursor_before)
+    fork = str((await chat.record(retry.id)).cursor_before)
     assert fork != main
     assert texts(mock.conversation_items(fork)) == [*BASE, "user:story", "assistant:again"]
 
@@ -91,16 +91,16 @@ async def test_without_forking_a_branch_fails_clearly_before_sending(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
     conv = mock.create_conversation()
-    chat = open_chat(mock, "conversation", server_conversation_id=conv, fork=False)
+    chat = await open_chat(mock, "conversation", server_conversation_id=conv, fork=False)
     mock.enqueue(Reply.text("hello"), Reply.text("ok"))
     first = await chat.send("hi", stream=streamed)
     assert wire(mock.response_requests[0]) == (None, conv, ["system:be brief", "user:hi"])
     await chat.send("more", stream=streamed)
-    chat.switch(first.id)
+    await chat.switch(first.id)
     sent = len(mock.response_requests)
     attempt = chat.send("other", stream=streamed)
     with pytest.raises(ConversationForkError, match="forking is off"):
         await attempt
     assert len(mock.response_requests) == sent
-    assert chat.record(attempt.id).status == "failed"
+    assert (await chat.record(attempt.id)).status == "failed"
     assert texts(mock.conversation_items(conv)) == [*BASE, "user:more", "assistant:ok"]

@@ -19,7 +19,7 @@ BASE = ["system:be brief", "user:hi", "assistant:hello"]
 async def test_retry_edit_and_switch_fork_the_server_chain_per_branch(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "previous_response")
+    chat = await open_chat(mock, "previous_response")
     mock.enqueue(Reply.text("hello"), slow_reply(streamed=streamed))
     mock.enqueue(Reply.text("retold"), Reply.text("sequel"), Reply.text("poem"), Reply.text("bye"))
 
@@ -29,11 +29,11 @@ async def test_retry_edit_and_switch_fork_the_server_chain_per_branch(
     retry = await chat.retry(stream=streamed)
     sequel = await chat.send("sequel?", stream=streamed)
     edit = await chat.edit(stopped.user_id, "poem", stream=streamed)
-    chat.switch(first.id)
-    assert chat.cursor == chat.record(first.id).response_id
+    await chat.switch(first.id)
+    assert chat.cursor == (await chat.record(first.id)).response_id
     thanks = await chat.send("thanks", stream=streamed)
 
-    r = {a.id: chat.record(a.id) for a in (first, stopped, retry, sequel, edit, thanks)}
+    r = {a.id: (await chat.record(a.id)) for a in (first, stopped, retry, sequel, edit, thanks)}
     hello = r[first.id].response_id
     assert hello is not None
     # Only the new user message goes, chained from the nearest complete answer on its branch;
@@ -79,25 +79,27 @@ async def test_retry_edit_and_switch_fork_the_server_chain_per_branch(
 async def test_a_failed_attempt_is_never_chained_from(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "previous_response")
+    chat = await open_chat(mock, "previous_response")
     mock.enqueue(Reply.text("hello"), Reply.text("lost"))  # the commit fault consumes "lost"
     first = await chat.send("hi", stream=streamed)
     mock.inject(Fault.status(500, commit=True))  # the server even stored it
     failed = chat.send("story", stream=streamed)
     with pytest.raises(Exception, match="boom"):
         await failed
-    assert failed.status == "failed" and chat.record(failed.id).status == "failed"
+    assert failed.status == "failed" and (await chat.record(failed.id)).status == "failed"
     again = await chat.retry(stream=streamed)
-    hello = chat.record(first.id).response_id
+    hello = (await chat.record(first.id)).response_id
     assert wire(mock.response_requests[-1]) == (hello, None, ["user:story"])
-    response = chat.record(again.id).response_id
+    response = (await chat.record(again.id)).response_id
     assert texts(mock.transcript(str(response))) == [*BASE, "user:story", "assistant:echo: story"]
 
 
 @STREAMED
 async def test_an_overflowing_prompt_is_not_sent(mock: MockResponsesAPI, streamed: bool) -> None:
-    chat = open_chat(mock, "previous_response", budget=3)
-    with pytest.raises(ContextOverflowError):
-        chat.send("far too many words for this budget", stream=streamed)
+    chat = await open_chat(mock, "previous_response", budget=3)
+    attempt = chat.send("far too many words for this budget", stream=streamed)
+    with pytest.raises(ContextOverflowError):  # raised when awaited: it was stored first
+        await attempt
     assert mock.response_requests == []
-    assert chat.attempts()[0].overflow is True
+    assert (await chat.attempts())[0].overflow is True
+    assert attempt.status == "failed"

@@ -23,7 +23,7 @@ BASE = ["system:be brief", "user:hi", "assistant:hello"]
 async def test_stop_retry_edit_switch_send_only_the_valid_active_branch(
     mock: MockResponsesAPI, strategy: str, streamed: bool
 ) -> None:
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     mock.enqueue(Reply.text("hello"), slow_reply(streamed=streamed))
     mock.enqueue(Reply.text("retold"), Reply.text("sequel"), Reply.text("poem"), Reply.text("bye"))
 
@@ -35,7 +35,7 @@ async def test_stop_retry_edit_switch_send_only_the_valid_active_branch(
     assert retry.user_id == stopped.user_id and retry.text == "retold"
     await chat.send("sequel?", stream=streamed)
     edit = await chat.edit(stopped.user_id, "poem", stream=streamed)
-    chat.switch(first.id)
+    await chat.switch(first.id)
     thanks = await chat.send("thanks", stream=streamed)
 
     bodies = mock.response_requests
@@ -46,16 +46,16 @@ async def test_stop_retry_edit_switch_send_only_the_valid_active_branch(
         [*BASE, "user:thanks"],  # the switched-to branch
     ]
     assert all(wire(b)[:2] == (None, None) for b in bodies)
-    response = chat.record(thanks.id).response_id
+    response = (await chat.record(thanks.id)).response_id
     assert response is not None
     assert texts(mock.transcript(response)) == [*BASE, "user:thanks", "assistant:bye"]
     assert [n.status for n in chat.siblings(stopped.id)] == ["invalid", "invalid"]
     assert chat.node(edit.id).status == "complete"
-    records = chat.attempts()
+    records = await chat.attempts()
     assert [r.status for r in records] == ["complete", "cancelled", *["complete"] * 4]
     assert all(r.state_owner == strategy and r.cursor_before is None for r in records)
     assert list(records[2].included) == ["m1", "m2", "m3", "m4"]
-    assert chat.explain(stopped.id, retry.id).text().endswith("nothing sent differed")
+    assert (await chat.explain(stopped.id, retry.id)).text().endswith("nothing sent differed")
 
 
 @CLIENT
@@ -63,7 +63,7 @@ async def test_stop_retry_edit_switch_send_only_the_valid_active_branch(
 async def test_budget_drops_old_turns_and_an_overflow_is_never_sent(
     mock: MockResponsesAPI, strategy: str, streamed: bool
 ) -> None:
-    chat = open_chat(mock, strategy, budget=12)
+    chat = await open_chat(mock, strategy, budget=12)
     mock.enqueue(Reply.text("a b c"), Reply.text("d e f"), Reply.text("g"))
     await chat.send("one two", stream=streamed)  # system 3 + user 3 + assistant 4 (words)
     await chat.send("three four", stream=streamed)
@@ -75,12 +75,12 @@ async def test_budget_drops_old_turns_and_an_overflow_is_never_sent(
         "assistant:d e f",
         "user:five",
     ]
-    assert chat.record(last.id).used == 12
-    chat.budget = 4
-    with pytest.raises(ContextOverflowError):
-        chat.send("six seven", stream=streamed)
+    assert (await chat.record(last.id)).used == 12
+    await chat.set_budget(4)
+    with pytest.raises(ContextOverflowError):  # raised when awaited: it was stored first
+        await chat.send("six seven", stream=streamed)
     assert len(mock.response_requests) == 3
-    record = chat.attempts()[-1]
+    record = (await chat.attempts())[-1]
     assert (record.status, record.overflow, record.budget) == ("failed", True, 4)
     assert chat.active_path()[-1].status == "failed"
 
@@ -89,13 +89,13 @@ async def test_a_graph_session_follows_the_active_branch_for_runner_itself(
     mock: MockResponsesAPI,
 ) -> None:
     agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
-    chat = open_conversation(
+    chat = await open_conversation(
         InMemoryStore(), strategy="session", counter=FixedTokenCounter(), id_factory=ids()
     )
     mock.enqueue(Reply.text("hello"), Reply.text("first"), Reply.text("second"))
     await Runner.run(agent, "hi", session=chat.session())
     await Runner.run(agent, "one", session=chat.session())
-    chat.switch("m2")  # back to "hello"
+    await chat.switch("m2")  # back to "hello"
     await Runner.run(agent, "two", session=chat.session())
     assert wire(mock.response_requests[-1])[2] == ["user:hi", "assistant:hello", "user:two"]
     assert [(n.role, n.status, n.text()) for n in chat.active_path()] == [
@@ -104,5 +104,5 @@ async def test_a_graph_session_follows_the_active_branch_for_runner_itself(
         ("user", "complete", "two"),
         ("assistant", "complete", "second"),
     ]
-    reopened = open_conversation(chat.store, chat.id, create=False)
+    reopened = await open_conversation(chat.store, chat.id, create=False)
     assert [n.text() for n in reopened.active_path()] == ["hi", "hello", "two", "second"]

@@ -32,9 +32,9 @@ async def two_turns(chat: Conversation, *, streamed: bool) -> tuple[Attempt, Att
 async def test_a_lost_previous_response_reseeds_the_branch_once(
     mock: MockResponsesAPI, streamed: bool, action: str
 ) -> None:
-    chat = open_chat(mock, "previous_response")
+    chat = await open_chat(mock, "previous_response")
     first, second = await two_turns(chat, streamed=streamed)
-    lost = chat.cursor if action == "send" else chat.record(first.id).response_id
+    lost = chat.cursor if action == "send" else (await chat.record(first.id)).response_id
     mock.expire_response()  # retention ran out for every stored response
     sent_before = len(mock.response_requests)
 
@@ -54,7 +54,7 @@ async def test_a_lost_previous_response_reseeds_the_branch_once(
         (lost, None, [branch[-1]]),
         (None, None, [SYSTEM, *branch]),
     ]
-    record = chat.record(attempt.id)
+    record = await chat.record(attempt.id)
     assert (attempt.status, record.status) == ("complete", "complete")
     assert record.reseeded_from == lost
     assert record.cursor_before is None
@@ -68,23 +68,23 @@ async def test_a_lost_previous_response_reseeds_the_branch_once(
     assert chat.cursor == new_chain
     after = await chat.send("three", stream=streamed)
     assert wire(mock.response_requests[-1]) == (new_chain, None, ["user:three"])
-    assert texts(mock.transcript(str(chat.record(after.id).response_id))) == [
+    assert texts(mock.transcript(str((await chat.record(after.id)).response_id))) == [
         SYSTEM,
         *branch,
         answer,
         "user:three",
         "assistant:echo: three",
     ]
-    assert chat.record(after.id).reseeded_from is None
+    assert (await chat.record(after.id)).reseeded_from is None
     # Re-opened from the store, the record still says it re-seeded.
-    assert chat.store.get_attempt(chat.id, record.attempt_id).reseeded_from == lost
+    assert (await chat.store.get_attempt(chat.id, record.attempt_id)).reseeded_from == lost
 
 
 @STREAMED
 async def test_the_reseed_selects_and_budgets_exactly_as_replay(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chats = {s: open_chat(mock, s, budget=14) for s in ("previous_response", "replay")}
+    chats = {s: await open_chat(mock, s, budget=14) for s in ("previous_response", "replay")}
     for chat in chats.values():
         for text in ("alpha beta gamma", "delta epsilon", "zeta eta theta"):
             await chat.send(text, stream=streamed)
@@ -101,14 +101,14 @@ async def test_the_reseed_selects_and_budgets_exactly_as_replay(
         "assistant:echo: delta epsilon",
         "user:iota kappa",
     ]
-    ours, theirs = (chat.attempts()[-1] for chat in chats.values())
+    ours, theirs = [(await chat.attempts())[-1] for chat in chats.values()]
     assert (ours.included, ours.used, ours.budget) == (theirs.included, theirs.used, theirs.budget)
 
 
 @STREAMED
 async def test_an_unknown_response_answered_with_404_reseeds_too(streamed: bool) -> None:
     async with MockResponsesAPI(previous_response_not_found_status=404) as mock:
-        chat = open_chat(mock, "previous_response")
+        chat = await open_chat(mock, "previous_response")
         await chat.send("hi", stream=streamed)
         mock.expire_response()
         attempt = await chat.send("again", stream=streamed)
@@ -117,14 +117,14 @@ async def test_an_unknown_response_answered_with_404_reseeds_too(streamed: bool)
             None,
             [SYSTEM, "user:hi", "assistant:echo: hi", "user:again"],
         )
-        assert chat.record(attempt.id).reseeded_from is not None
+        assert (await chat.record(attempt.id)).reseeded_from is not None
 
 
 @STREAMED
 async def test_a_reseed_that_overflows_the_budget_fails_before_it_is_sent(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "previous_response", system="be very very very brief", budget=9)
+    chat = await open_chat(mock, "previous_response", system="be very very very brief", budget=9)
     await chat.send("hi", stream=streamed)
     mock.expire_response()
     sent_before = len(mock.response_requests)
@@ -132,7 +132,7 @@ async def test_a_reseed_that_overflows_the_budget_fails_before_it_is_sent(
     with pytest.raises(ContextOverflowError):
         await attempt
     assert len(mock.response_requests) == sent_before + 1  # only the request that found no chain
-    record = chat.record(attempt.id)
+    record = await chat.record(attempt.id)
     assert (record.status, record.overflow) == ("failed", True)
     assert attempt.status == "failed"
 
@@ -141,12 +141,12 @@ async def test_a_reseed_that_overflows_the_budget_fails_before_it_is_sent(
 async def test_a_reseeded_attempt_can_still_be_stopped(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
-    chat = open_chat(mock, "previous_response")
+    chat = await open_chat(mock, "previous_response")
     await chat.send("hi", stream=streamed)
     mock.expire_response()
     mock.enqueue(slow_reply(streamed=streamed))
     stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
-    record = chat.record(stopped.id)
+    record = await chat.record(stopped.id)
     assert (stopped.status, record.status) == ("cancelled", "cancelled")
     assert record.reseeded_from is not None
     # A cancelled attempt is never chained from: the next one re-seeds from the stored branch
@@ -157,4 +157,4 @@ async def test_a_reseeded_attempt_can_still_be_stopped(
         None,
         [SYSTEM, "user:hi", "assistant:echo: hi", "user:story"],
     )
-    assert chat.record(again.id).reseeded_from == record.reseeded_from
+    assert (await chat.record(again.id)).reseeded_from == record.reseeded_from

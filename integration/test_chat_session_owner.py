@@ -18,12 +18,12 @@ pytestmark = pytest.mark.anyio
 async def test_a_server_strategy_chat_refuses_a_session_and_keeps_working(
     mock: MockResponsesAPI, strategy: str
 ) -> None:
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     mock.enqueue(Reply.text("hello"), Reply.text("again"))
     first = await chat.send("hi")
-    nodes = [n.to_dict() for n in chat.store.load_graph(chat.id).nodes()]
-    head = chat.store.get_head(chat.id)
-    records = [r.to_dict() for r in chat.attempts()]
+    nodes = [n.to_dict() for n in (await chat.store.load_graph(chat.id)).nodes()]
+    head = await chat.store.get_head(chat.id)
+    records = [r.to_dict() for r in await chat.attempts()]
 
     with pytest.raises(MixedStateOwnerError, match=r"chat\.send") as refused:
         chat.session()
@@ -31,14 +31,14 @@ async def test_a_server_strategy_chat_refuses_a_session_and_keeps_working(
 
     # Nothing was sent and nothing in the store changed.
     assert len(mock.response_requests) == 1
-    assert [n.to_dict() for n in chat.store.load_graph(chat.id).nodes()] == nodes
-    assert chat.store.get_head(chat.id) == head
-    assert [r.to_dict() for r in chat.attempts()] == records
+    assert [n.to_dict() for n in (await chat.store.load_graph(chat.id)).nodes()] == nodes
+    assert await chat.store.get_head(chat.id) == head
+    assert [r.to_dict() for r in await chat.attempts()] == records
     # The chat goes on under its own strategy, chained from its own cursor.
     second = await chat.send("still there?")
     assert second.status == "complete"
     previous, conversation, sent = wire(mock.response_requests[-1])
-    assert (previous or conversation) == chat.record(first.id).cursor_after
+    assert (previous or conversation) == (await chat.record(first.id)).cursor_after
     assert sent == ["user:still there?"]
 
 
@@ -46,7 +46,7 @@ async def test_a_server_strategy_chat_refuses_a_session_and_keeps_working(
 async def test_a_client_strategy_chat_still_serves_a_session(
     mock: MockResponsesAPI, strategy: str
 ) -> None:
-    chat = open_chat(mock, strategy)
+    chat = await open_chat(mock, strategy)
     agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
     mock.enqueue(Reply.text("hello"), Reply.text("again"))
     await Runner.run(agent, "hi", session=chat.session())

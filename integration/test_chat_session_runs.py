@@ -153,7 +153,7 @@ async def test_every_run_is_one_attempt_filed_under_its_own_question(
     ends = CUTS[cut][1]
     async with MockResponsesAPI() as mock:
         agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
-        chat = open_conversation(
+        chat = await open_conversation(
             InMemoryStore(),
             strategy="session",
             agent=agent,
@@ -178,7 +178,7 @@ async def test_every_run_is_one_attempt_filed_under_its_own_question(
         answers = [n for n in path if n.role == "assistant"]
         assert [n.status for n in answers] == ["complete", ends, "complete", "complete"]
         assert [n.text() for n in answers[2:]] == ["reply 3", "reply 4"]
-        records = chat.attempts()
+        records = await chat.attempts()
         assert [r.message_id for r in records] == [n.id for n in answers]
         assert [r.status for r in records] == [n.status for n in answers]
         # "third" was sent what the session served it: the complete turns before, and itself.
@@ -205,7 +205,7 @@ async def test_a_run_that_stops_for_approval_waits_and_its_resume_is_the_same_at
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
     agent = Agent(name="assistant", model=mock.model("gpt-4.1"), tools=[delete_file])
-    chat = open_conversation(
+    chat = await open_conversation(
         InMemoryStore(), strategy="session", agent=agent, counter=FixedTokenCounter()
     )
     run = runner(chat.session(), "Runner", streamed)
@@ -222,10 +222,10 @@ async def test_a_run_that_stops_for_approval_waits_and_its_resume_is_the_same_at
     assert paused.interruptions
     node = chat.active_path()[-1]
     assert node.status == "awaiting_approval"
-    assert [(a.call_id, a.tool_name) for a in chat.pending_approvals()] == [
+    assert [(a.call_id, a.tool_name) for a in await chat.pending_approvals()] == [
         ("call_del", "delete_file")
     ]
-    assert chat.record(node.id).status == "awaiting_approval"
+    assert (await chat.record(node.id)).status == "awaiting_approval"
 
     # Any other run, or a chat action, is refused before anything is sent.
     sent = len(mock.response_requests)
@@ -247,10 +247,10 @@ async def test_a_run_that_stops_for_approval_waits_and_its_resume_is_the_same_at
         "function_call_output",
         "message",
     ]
-    record = chat.record(node.id)
+    record = await chat.record(node.id)
     assert record.status == "complete"
     assert [(a["call_id"], a["decision"]) for a in record.approvals] == [("call_del", "approved")]
-    assert len(chat.attempts()) == 1  # the resume continued the attempt, it made no new one
+    assert len(await chat.attempts()) == 1  # the resume continued the attempt, it made no new one
 
     await finish("thanks")
     assert wire(mock.response_requests[-1])[2] == [
@@ -267,7 +267,7 @@ async def test_stopping_a_run_that_waits_for_approval_drops_it(
     mock: MockResponsesAPI, streamed: bool
 ) -> None:
     agent = Agent(name="assistant", model=mock.model("gpt-4.1"), tools=[delete_file])
-    chat = open_conversation(
+    chat = await open_conversation(
         InMemoryStore(), strategy="session", agent=agent, counter=FixedTokenCounter()
     )
     mock.enqueue(Reply.text("hello"), Reply.tool_call("delete_file", {"path": "/a"}))
@@ -275,7 +275,7 @@ async def test_stopping_a_run_that_waits_for_approval_drops_it(
     await Runner.run(agent, "delete /a", session=chat.session())
     stopped = await chat.stop()
     assert stopped is not None and stopped.status == "cancelled"
-    assert chat.pending_approvals() == []
+    assert await chat.pending_approvals() == []
     mock.enqueue(Reply.text("ok"))
     await chat.send("never mind", stream=streamed)
     assert wire(mock.response_requests[-1])[2] == ["user:hi", "assistant:hello", "user:never mind"]

@@ -78,12 +78,12 @@ async def test_a_key_or_group_the_user_set_wins(mock: MockResponsesAPI, streamed
 async def test_a_chat_keeps_one_key_per_branch_family(
     mock: MockResponsesAPI, strategy: str, streamed: bool
 ) -> None:
-    def chat_for(system: str | None) -> Any:
+    async def chat_for(system: str | None) -> Any:
         agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
         options: dict[str, Any] = {"strategy": strategy, "counter": FixedTokenCounter()}
-        return open_conversation(InMemoryStore(), agent=agent, system=system, **options)
+        return await open_conversation(InMemoryStore(), agent=agent, system=system, **options)
 
-    chat = chat_for(None)
+    chat = await chat_for(None)
     first = await chat.send("hi", stream=streamed)
     second = await chat.send("more", stream=streamed)
     await chat.retry(stream=streamed)
@@ -95,7 +95,7 @@ async def test_a_chat_keeps_one_key_per_branch_family(
     assert len(set(same)) == 1 and same[0] is not None
     assert len(set(own)) == 1 and own[0] not in same
 
-    with_system = chat_for("be brief")  # every branch shares the system message
+    with_system = await chat_for("be brief")  # every branch shares the system message
     start = len(keys(mock))
     reply = await with_system.send("hi", stream=streamed)
     await with_system.edit(reply.user_id, "hello", stream=streamed)

@@ -44,10 +44,23 @@ def test_wrapper_pair_runs_both_sides() -> None:
     assert not [c for c in section.checks if "expected" in c or "re-sent" in c]
 
 
-def test_store_pair_returns_the_whole_history() -> None:
-    section = bench_store.run(quick=True, sizes=(60,))
+def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
+    # PostgreSQL runs too when STATE_EXT_POSTGRES_URL is set (and SQLAlchemy is installed).
+    section = bench_store.run(quick=True, size=60, big=200, pairs=3)
     _measured(section)
-    assert section.details["60"]["same_history"]
+    details = section.details
+    assert details["same_history"] and all(details["same_history"].values())
+    assert details["reopen_same_selection"] and details["reopen_missing_counts"] == 0
+    parts = {row.extra["part"] for row in section.rows}
+    assert {"SQLite", "thread hop", "reopen + select"} <= parts
+    if "PostgreSQL" not in parts:
+        assert [n for n in section.notes if "PostgreSQL part skipped" in n]
+    for row in section.rows:
+        assert row.extra["pairs"] == (3 if row.extra["part"] != "thread hop" else 30)
+    # Every target row has its verdict, and the section is JSON for bench/results.
+    assert len(section.targets) == sum(r.extra["met"] is not None for r in section.rows) + 1
+    json.dumps(section.to_json())
+    assert "| part" in section.render()
 
 
 def test_entry_point_writes_json(tmp_path: Path) -> None:

@@ -69,14 +69,17 @@ def test_only_the_api_lost_cursor_error_for_this_cursor_counts(
     assert previous_response_lost(error, "resp_1") is lost
 
 
-def test_a_record_round_trips_its_reseed_and_older_records_still_load(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_record_round_trips_its_reseed_and_older_records_still_load(
+    tmp_path: Path,
+) -> None:
     record = AttemptRecord(message_id="a1", attempt_id="att_1", reseeded_from="resp_1")
     data = json.loads(json.dumps(record.to_dict()))
     assert data["reseeded_from"] == "resp_1"
     assert AttemptRecord.from_dict(data) == record
     older = {k: v for k, v in data.items() if k != "reseeded_from"}
     assert AttemptRecord.from_dict(older).reseeded_from is None
-    with SQLiteStore(tmp_path / "db.sqlite") as store:
-        store.create_conversation("c", strategy="previous_response")
-        store.put_attempt("c", record)
-        assert store.get_attempt("c", "att_1").reseeded_from == "resp_1"
+    async with SQLiteStore(tmp_path / "db.sqlite") as store:
+        await store.create_conversation("c", strategy="previous_response")
+        await store.put_attempt("c", record)
+        assert (await store.get_attempt("c", "att_1")).reseeded_from == "resp_1"

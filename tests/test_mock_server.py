@@ -337,3 +337,31 @@ async def test_runner_with_conversation_id(streamed: bool) -> None:
             "user: thanks",
             "assistant: echo: thanks",
         ]
+
+
+async def test_a_deleted_response_is_gone_like_an_unknown_one(mock: MockResponsesAPI) -> None:
+    client = mock.client()
+    first = await client.responses.create(model="gpt-4.1", input="a")
+    second = await client.responses.create(model="gpt-4.1", input="b")
+    async with httpx2.AsyncClient(transport=mock.transport) as http:
+        answer = await http.delete(f"{mock.base_url}/responses/{first.id}")
+    assert (answer.status_code, answer.json()) == (
+        200,
+        {"id": first.id, "object": "response", "deleted": True},
+    )
+    assert mock.response_ids == [second.id]
+    with pytest.raises(openai.NotFoundError) as info:
+        await client.responses.retrieve(first.id)
+    assert error_body(info.value)["message"] == f"Response with id '{first.id}' not found."
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.delete(first.id)  # a second delete: the same 404
+    with pytest.raises(openai.BadRequestError) as chained:
+        await client.responses.create(model="gpt-4.1", input="c", previous_response_id=first.id)
+    assert error_body(chained.value)["code"] == "previous_response_not_found"
+    await client.responses.delete(second.id)  # through the SDK's own method
+    assert mock.response_ids == []
+    assert [(r.method, r.path, r.status) for r in mock.requests if r.method == "DELETE"] == [
+        ("DELETE", f"/responses/{first.id}", 200),
+        ("DELETE", f"/responses/{first.id}", 404),
+        ("DELETE", f"/responses/{second.id}", 200),
+    ]

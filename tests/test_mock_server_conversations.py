@@ -173,3 +173,22 @@ async def test_openai_conversations_session_round_trip(mock: MockResponsesAPI) -
     popped = await session.pop_item()
     assert popped is not None
     assert len(mock.conversation_items(conversation_id)) == 3
+
+
+async def test_a_deleted_conversation_takes_no_more_turns(mock: MockResponsesAPI) -> None:
+    client = mock.client()
+    conversation = await client.conversations.create(items=[user("a")])  # type: ignore[list-item]
+    await client.responses.create(model="gpt-4.1", input="b", conversation=conversation.id)
+    deleted = await client.conversations.delete(conversation.id)
+    assert (deleted.id, deleted.object, deleted.deleted) == (
+        conversation.id,
+        "conversation.deleted",
+        True,
+    )
+    with pytest.raises(KeyError):
+        mock.conversation_items(conversation.id)
+    with pytest.raises(openai.NotFoundError, match=f"Conversation with id '{conversation.id}'"):
+        await client.conversations.delete(conversation.id)  # the same 404 again
+    with pytest.raises(openai.NotFoundError, match="not found"):
+        await client.responses.create(model="gpt-4.1", input="c", conversation=conversation.id)
+    assert [r.status for r in mock.requests if r.method == "DELETE"] == [200, 404]

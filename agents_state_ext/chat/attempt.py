@@ -25,7 +25,12 @@ __all__ = ["Attempt"]
 class Attempt:
     """An assistant attempt in flight or finished; ``await attempt`` waits for it to end.
 
-    ``Conversation.send`` / ``retry`` / ``edit`` make one and start it in the running loop.
+    ``Conversation.send`` / ``retry`` / ``edit`` / ``resume`` make one and start it in the
+    running loop. Its task first stores the attempt's start (its ``queued`` node and record, one
+    commit), then calls the model: what goes wrong before anything is sent is raised when the
+    attempt is awaited (or iterated) — a prompt over the budget (``ContextOverflowError``, the
+    attempt stored as ``failed``), another handle having changed the chat
+    (``ConcurrentUpdateError``, nothing stored), a resume the store no longer allows.
 
     ``async for delta in attempt`` yields the answer's text as it arrives (one piece at the
     end when not streamed). :meth:`stop` cancels it; the text received so far is stored with
@@ -50,7 +55,8 @@ class Attempt:
         *,
         agent: Agent[Any] | None,
         stream: bool,
-        resume_from: str | None = None,
+        generation: int = 0,
+        resume: bool = False,
         run: bool = True,
     ) -> None:
         self._chat = chat
@@ -65,13 +71,18 @@ class Attempt:
         self._result: RunResultBase | None = None
         self._created_id: str | None = None
         self._call: asyncio.Task[RunResultBase] | None = None
-        self._resume_from = resume_from
-        self.resumed = resume_from is not None
+        self.resumed = resume
         """Whether this attempt continues a run that waited for tool approval."""
+        self.generation = generation  # the chat's generation when its start changed the graph
+        self.stored = not run
+        """Whether its start is in the store (``False``: refused before, nothing was stored)."""
+        self.paused_run: str | None = None  # a resumed attempt's stored run, read at its start
+        self._started = asyncio.Event()  # its start is stored, or will never be
         self._task: asyncio.Task[None] | None = None  # None: it does not run in this handle
         if run:
             self._task = asyncio.get_running_loop().create_task(self._drive())
         else:
+            self._started.set()
             self._deltas.put_nowait(None)
 
     @classmethod
@@ -138,13 +149,14 @@ class Attempt:
             yield delta
 
     async def stop(self) -> Attempt:
-        """Cancel the attempt and wait until its partial answer is stored as ``cancelled``."""
+        """Cancel the attempt and wait until its partial answer is stored as ``cancelled``.
+
+        Stopped before its request went out, the attempt sends nothing (its start is still
+        stored, then its end as ``cancelled``).
+        """
         if self._task is not None and not self._task.done():
             self._stopping = True
-            if self._call is None:
-                self._task.cancel()
-            else:
-                self._cancel_call()
+            self._cancel_call()
             await asyncio.wait([self._task])
         return self
 
@@ -159,41 +171,50 @@ class Attempt:
     async def _drive(self) -> None:
         chat = self._chat
         try:
+            try:
+                await chat._begin(self)
+            finally:
+                self._started.set()
             result, state = await self._answer()
-            chat._complete(self, result, state)
+            await chat._complete(self, result, state)
         except asyncio.CancelledError:
             await self._settle_cancel()
             if not self._stopping:
                 raise
         except Exception as exc:
             self.error = exc
-            chat._fail(self, exc)
+            await chat._fail(self, exc)
         finally:
-            chat._released(self)
-            if not self.stream and self.status in ("complete", "awaiting_approval"):
-                self._deltas.put_nowait(self.text)
-            self._deltas.put_nowait(None)
+            try:
+                await chat._released(self)
+            finally:  # whatever the store did, iterating the attempt ends
+                if not self.stream and self.status in ("complete", "awaiting_approval"):
+                    self._deltas.put_nowait(self.text)
+                self._deltas.put_nowait(None)
 
     async def _answer(self) -> tuple[RunResultBase, ConversationState]:
         """Run the attempt, and once more on a new chain if the server lost its cursor."""
         chat = self._chat
-        if self._resume_from is not None:
-            state, run_state = await chat._parking.load(self, self._resume_from)
+        if self.paused_run is not None:
+            state, run_state = await chat._parking.load(self, self.paused_run)
             return await self._call_model(state, run_state), state
-        state, input = await chat._prepare(self)
+        strategy = chat._strategy
+        state, input = await strategy.state(self)
         try:
             return await self._call_model(state, input), state
         except Exception as exc:
-            lost = chat._lost_cursor(self, exc)
+            lost = strategy.lost_cursor(self, exc)
             if lost is None:
                 raise
         if self._stopping:  # stopped while the lost request was failing: send nothing more
             raise asyncio.CancelledError
-        chat._reseed(self, lost)
-        state, input = await chat._prepare(self)
+        await strategy.reseed(self, lost)
+        state, input = await strategy.state(self)
         return await self._call_model(state, input), state
 
     async def _call_model(self, state: ConversationState, input: Any) -> RunResultBase:
+        if self._stopping:  # stopped before its request went out: send nothing
+            raise asyncio.CancelledError
         self._call = asyncio.get_running_loop().create_task(self._run(state, input))
         return await self._call
 
@@ -205,10 +226,10 @@ class Attempt:
             await asyncio.wait([result.run_loop_task])
         if self._call is not None and not self._call.done():
             await asyncio.wait([self._call])
-        self._chat._cancelled(self, self._created_id)
+        await self._chat._cancelled(self, self._created_id)
 
     async def _run(self, state: ConversationState, input: Any) -> RunResultBase:
-        kwargs = self._chat._runner_kwargs(self)
+        kwargs = self._chat._strategy.runner_kwargs(self)
         agent = self.agent
         assert agent is not None  # the chat checked it before starting the attempt
         if not self.stream:

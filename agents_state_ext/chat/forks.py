@@ -68,6 +68,13 @@ class ServerConversations:
         """An attempt on the conversation completed: its node is the new tip."""
         self.add(conversation_id, tip=node_id, last_item_id=last_item_id)
 
+    def merge(self, other: ServerConversations, conversation_id: str) -> None:
+        """Take ``other``'s entry for ``conversation_id`` (and its root, if this has none)."""
+        if conversation_id in other.known:
+            self.known[conversation_id] = dict(other.known[conversation_id])
+        if self.root is None:
+            self.root = other.root
+
     def interrupted(self, conversation_id: str) -> None:
         """An attempt on the conversation was cancelled or failed after it may have been sent."""
         if conversation_id in self.known:

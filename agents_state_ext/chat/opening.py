@@ -12,15 +12,17 @@ from ..graph import default_id_factory
 from ..state import StrategyName
 from ..stores import ConversationStore
 from ..tokens import MessageCounter
-from .conversation import Conversation, check_budget, load_graph
+from .conversation import Conversation
 from .forks import ServerConversations
+from .records import check_budget, check_prompt_version
+from .writes import load_graph
 
 __all__ = ["STRATEGIES", "open_conversation"]
 
 STRATEGIES: tuple[str, ...] = get_args(StrategyName)
 
 
-def open_conversation(
+async def open_conversation(
     store: ConversationStore,
     conversation_id: str | None = None,
     *,
@@ -39,12 +41,13 @@ def open_conversation(
 ) -> Conversation:
     """Open chat ``conversation_id`` from ``store``, creating it (new id if ``None``) if absent.
 
-    A new chat needs ``strategy`` (``"replay"``, ``"session"``, ``"previous_response"`` or
-    ``"conversation"``) and may start with ``system`` instructions; a stored one keeps the
-    strategy it was created with (a different one raises ``MixedStateOwnerError``) and its
-    stored budget and prompt version unless ``budget`` / ``prompt_version`` is given (a given
-    one is stored for later openings). ``agent`` answers (required to send). ``counter``
-    defaults to an exact :class:`~agents_state_ext.TokenCounter` for the agent's model.
+    A coroutine: ``chat = await open_conversation(store, ...)``. A new chat needs ``strategy``
+    (``"replay"``, ``"session"``, ``"previous_response"`` or ``"conversation"``) and may start
+    with ``system`` instructions; a stored one keeps the strategy it was created with (a
+    different one raises ``MixedStateOwnerError``) and its stored budget and prompt version
+    unless ``budget`` / ``prompt_version`` is given (a given one is stored for later
+    openings). ``agent`` answers (required to send). ``counter`` defaults to an exact
+    :class:`~agents_state_ext.TokenCounter` for the agent's model.
 
     Conversation strategy: ``server_conversation_id`` continues an existing server
     conversation (default: one is created on the first attempt); ``client`` (an
@@ -58,23 +61,31 @@ def open_conversation(
     if strategy is not None and strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     budget = check_budget(budget)
-    stored = conversation_id is not None and conversation_id in store.list_conversations()
-    if conversation_id is not None and not stored and not create:
-        raise ConversationNotFoundError(f"no conversation {conversation_id!r} in this store")
-    if stored:
-        assert conversation_id is not None
-        info = store.get_conversation(conversation_id)
+    prompt_version = check_prompt_version(prompt_version)
+    info = None
+    if conversation_id is not None:
+        try:
+            info = await store.get_conversation(conversation_id)
+        except ConversationNotFoundError:
+            if not create:
+                raise ConversationNotFoundError(
+                    f"no conversation {conversation_id!r} in this store"
+                ) from None
+    if info is not None:
         if strategy is not None and strategy != info.strategy:
             raise MixedStateOwnerError(
-                f"conversation {conversation_id} was created with the {info.strategy} strategy; "
+                f"conversation {info.id} was created with the {info.strategy} strategy; "
                 f"opening it as {strategy} would give its history a second owner"
             )
-        meta = dict(info.meta)
-        if budget is None:
-            budget = check_budget(meta.get("budget"))
-        if prompt_version is None:
-            stored_version = meta.get("prompt_version")
-            prompt_version = stored_version if isinstance(stored_version, str) else None
+        conversation_id, meta = info.id, dict(info.meta)
+        given = {"budget": budget, "prompt_version": prompt_version}
+        changed = {k: v for k, v in given.items() if v is not None and v != meta.get(k)}
+        if changed:  # given ones are kept with the chat for later openings
+            await store.update_conversation_meta(conversation_id, changed)
+            meta.update(changed)
+        budget = check_budget(meta.get("budget"))
+        stored_version = meta.get("prompt_version")
+        prompt_version = stored_version if isinstance(stored_version, str) else None
         chosen: StrategyName = info.strategy  # type: ignore[assignment]  # checked on create
     else:
         if strategy is None:
@@ -90,8 +101,8 @@ def open_conversation(
             "prompt_version": prompt_version,
             "server_conversations": servers.to_dict(),
         }
-        store.create_conversation(conversation_id, strategy=chosen, meta=meta)
-    graph = load_graph(store, conversation_id, id_factory)
+        await store.create_conversation(conversation_id, strategy=chosen, meta=meta)
+    graph = await load_graph(store, conversation_id, id_factory)
     chat = Conversation(
         store,
         graph,
@@ -106,9 +117,7 @@ def open_conversation(
         meta=meta,
         id_factory=id_factory,
     )
-    if stored and prompt_version != meta.get("prompt_version"):
-        chat.prompt_version = prompt_version  # a new version from now on, kept with the chat
-    if not stored and system is not None:
+    if info is None and system is not None:
         graph.add_system(system)
-        chat._commit()
+        await chat._writes.commit()
     return chat

@@ -6,6 +6,10 @@ beside the attempt, the calls in the node's ``meta["approvals"]`` and in its rec
 handle reads and decides them; the handle that resumes loads the run, applies the decisions
 and runs it on as the same attempt. At most one attempt of a chat waits at a time, and the
 chat starts no other attempt meanwhile.
+
+Which attempt waits is known in memory (so ``send`` refuses at once); what the store says —
+decisions another handle took, its stored run — is read by the coroutines here, and by a
+resumed attempt's task when it starts (:meth:`Parking.begin`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.result import RunResultBase
 
-from .. import _compat
+from ..attempts import AttemptRecord
 from ..errors import ApprovalPendingError, InvalidTransitionError
 from ..nodes import Node
 from ..state import ConversationState
@@ -28,7 +32,8 @@ from .approvals import (
     undecided,
 )
 from .attempt import Attempt
-from .plan import plan_request
+from .plan import Plan
+from .records import response_id
 
 if TYPE_CHECKING:
     from .conversation import Conversation
@@ -67,26 +72,28 @@ class Parking:
         graph = self._chat.graph
         self.node_id = next((n.id for n in graph.nodes() if n.status == "awaiting_approval"), None)
 
-    def node(self, *, fresh: bool = False) -> Node | None:
-        """The attempt ``awaiting_approval``; ``fresh``: as the store holds it now."""
+    def node(self) -> Node | None:
+        """The attempt ``awaiting_approval``, as this handle last read it."""
         chat = self._chat
-        if fresh:
-            self._reload_if_stale()
         if self.node_id is None or self.node_id not in chat.graph:
             return None
         node = chat.graph.get(self.node_id)
         return node if node.status == "awaiting_approval" else None
 
-    def _reload_if_stale(self) -> None:
+    async def fresh(self) -> Node | None:
+        """The attempt ``awaiting_approval`` as the store holds it now."""
+        if self._chat.in_flight is None:
+            await self._reload_if_stale()
+        return self.node()
+
+    async def _reload_if_stale(self) -> None:
         chat = self._chat
-        if chat.in_flight is not None:
-            return
-        if chat.store.get_head(chat.id) != chat._head:
-            chat._reload()
+        if await chat.store.get_head(chat.id) != chat._writes.head:
+            await chat._writes.reload()
         elif self.node_id is not None and self.node_id in chat.graph:
-            stored = chat.store.get_node(chat.id, self.node_id)
+            stored = await chat.store.get_node(chat.id, self.node_id)
             if stored.to_dict() != chat.graph.get(self.node_id).to_dict():
-                chat._reload()  # another handle decided on its calls
+                await chat._writes.reload()  # another handle decided on its calls
 
     def refuse(self, action: str) -> None:
         """``ApprovalPendingError`` when an attempt waits: the chat takes no other meanwhile."""
@@ -101,40 +108,38 @@ class Parking:
             waiting,
         )
 
-    def attempt(self) -> Attempt | None:
-        """A view of the waiting attempt."""
-        node = self.node()
+    async def attempt(self) -> Attempt | None:
+        """A view of the waiting attempt, as the store holds it."""
+        node = await self.fresh()
         if node is None or node.attempt_id is None:
             return None
         chat = self._chat
-        return Attempt.settled(chat, node, chat.store.get_attempt(chat.id, node.attempt_id))
+        return Attempt.settled(chat, node, await chat.store.get_attempt(chat.id, node.attempt_id))
 
     # -- a run stops; decisions; the run goes on ---------------------------------------------
 
-    def park(self, attempt: Attempt, result: RunResultBase, state: ConversationState) -> None:
+    async def park(self, attempt: Attempt, result: RunResultBase, state: ConversationState) -> None:
         """Park ``attempt``: its run waits in the store for decisions on its tool calls."""
         chat = self._chat
         pending = [a.to_dict() for a in approvals_from_interruptions(interruptions(result))]
         tracker = state.tracker
-        response_id = result.last_response_id
-        if tracker is not None and tracker.previous_response_id is not None:
-            response_id = tracker.previous_response_id
+        ended_on = response_id(result, state)
         # The run first, so a crash right after it leaves a pause that can be resumed.
-        chat.store.put_run_state(chat.id, attempt.attempt_id, state.dumps(result))
+        await chat.store.put_run_state(chat.id, attempt.attempt_id, state.dumps(result))
         if attempt.node.status in _IN_FLIGHT:
-            meta = {"approvals": pending, "response_id": response_id}
+            meta = {"approvals": pending, "response_id": ended_on}
             chat.graph.pause(attempt.id, items=output_items(result), meta=meta)
         record = attempt.record
-        record.approvals, record.response_id = pending, response_id
+        record.approvals, record.response_id = pending, ended_on
         if tracker is not None:
             record.cursor_after = tracker.previous_response_id or tracker.conversation_id
-        chat._finish(attempt, "awaiting_approval")
+        await chat._writes.end(attempt, chat._writes.ended(attempt, "awaiting_approval"))
         if attempt.node.status == "awaiting_approval":
             self.node_id = attempt.id
         else:  # another handle's edit invalidated it meanwhile: it can never resume
-            chat.store.delete_run_state(chat.id, attempt.attempt_id)
+            await chat.store.delete_run_state(chat.id, attempt.attempt_id)
 
-    def decide(
+    async def decide(
         self,
         call_id: str | None,
         decision: Decision,
@@ -144,80 +149,93 @@ class Parking:
     ) -> list[PendingApproval]:
         """Store ``decision`` on a waiting call (``None``: on every undecided one)."""
         chat = self._chat
-        node = self._waiting()
+        node = await self._waiting()
         approvals = decide(read_approvals(node), call_id, decision, message=message, always=always)
+        record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
         entries = [a.to_dict() for a in approvals]
         chat.graph.annotate(node.id, {"approvals": entries})
-        chat._commit()
-        record = chat.store.get_attempt(chat.id, str(node.attempt_id))
         record.approvals = entries
-        chat.store.put_attempt(chat.id, record)
+        await chat._writes.commit([record])
         return approvals
 
     def resume(self, *, stream: bool) -> Attempt:
-        """Run the waiting attempt on from its stored run, once every call is decided."""
+        """Start running the waiting attempt on, once every call is decided (as last read).
+
+        The attempt's task re-reads the store, then stores its start (:meth:`begin`).
+        """
         chat = self._chat
-        node = self._waiting()
-        approvals = read_approvals(node)
-        waiting = undecided(approvals)
-        if waiting:
-            raise ApprovalPendingError(
-                f"cannot resume: tool calls {', '.join(waiting)} wait for a decision "
-                "(approve or reject them)",
-                waiting,
+        node = self.node()
+        if node is None:
+            raise InvalidTransitionError(f"nothing in chat {chat.id} awaits approval")
+        _check_decided(read_approvals(node))
+        assert chat.agent is not None  # _check_idle() saw it
+        record = AttemptRecord(message_id=node.id, attempt_id=str(node.attempt_id))
+        plan = Plan(nodes=[], input=[], tokens={}, used=0, budget=chat.budget, overflow=False)
+        return Attempt(chat, node, plan, record, agent=chat.agent, stream=stream, resume=True)
+
+    async def begin(self, attempt: Attempt) -> None:
+        """The start of a resumed attempt: check the store still lets it run, and store it."""
+        chat = self._chat
+        await self._reload_if_stale()
+        node = self.node()
+        if node is None or node.id != attempt.id:
+            raise InvalidTransitionError(
+                f"attempt {attempt.id} no longer awaits approval (another handle resumed or "
+                "stopped it)"
             )
-        record = chat.store.get_attempt(chat.id, str(node.attempt_id))
-        blob = chat.store.get_run_state(chat.id, record.attempt_id)
-        assert blob is not None and chat.agent is not None  # _waiting() and _check_idle() saw
-        path = chat.graph.path_to(str(node.parent_id))
-        plan = plan_request(chat.strategy, path, budget=chat.budget, counter=chat.counter)
+        approvals = read_approvals(node)
+        _check_decided(approvals)
+        record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
+        blob = await chat.store.get_run_state(chat.id, record.attempt_id)
+        if blob is None:
+            raise InvalidTransitionError(f"attempt {node.id} {_ELSEWHERE}")
+        attempt.plan = chat._strategy.plan(chat.graph.path_to(str(node.parent_id)))
         entries = [a.to_dict() for a in approvals]
-        chat.graph.resume(node.id, meta={"approvals": entries})
+        attempt.node = chat.graph.resume(node.id, meta={"approvals": entries})
         self.node_id = None
         record.approvals = entries
-        chat._write(record, "queued")
-        return Attempt(chat, node, plan, record, agent=chat.agent, stream=stream, resume_from=blob)
+        attempt.record, attempt.paused_run = record, blob
+        await chat._writes.write(record, "queued")
+        attempt.stored = True
 
     async def load(self, attempt: Attempt, blob: str) -> tuple[ConversationState, Any]:
         """The state and the ``RunState`` of a resumed attempt, with the decisions applied."""
-        chat = self._chat
-        session = None
-        if chat.strategy == "session":
-            chat._session._bind(attempt.id, attempt.plan.history)
-            session = chat._session
-        client = None
-        if chat.strategy == "conversation":
-            model = getattr(attempt.agent, "model", None)
-            client = chat.client or _compat.inner_openai_client(model)
-        agent = attempt.agent
-        assert agent is not None  # resume() checked it
-        state, run_state = await ConversationState.loads(
-            agent, blob, session=session, client=client
-        )
+        state, run_state = await self._chat._strategy.resumed(attempt, blob)
         apply_decisions(run_state, read_approvals(attempt.node))
         return state, run_state
 
-    def drop(self) -> Attempt | None:
+    async def drop(self) -> Attempt | None:
         """Cancel the waiting attempt, if any: its run is dropped, its tools never run."""
         chat = self._chat
-        node = self.node(fresh=True)
+        node = await self.fresh()
         if node is None:
             return None
-        record = chat.store.get_attempt(chat.id, str(node.attempt_id))
-        chat.graph.stop(node.id)
+        record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
+        chat._strategy.interrupted(node)
+        await chat._strategy.save()
+        node = chat.graph.stop(node.id)
         self.node_id = None
-        chat.store.delete_run_state(chat.id, record.attempt_id)
-        chat._interrupted_on_server(node)
         record.cursor_after = record.cursor_before
-        chat._write(record, "cancelled")
+        await chat._writes.write(record, "cancelled")
+        await chat.store.delete_run_state(chat.id, record.attempt_id)
         return Attempt.settled(chat, chat.graph.get(node.id), record)
 
-    def _waiting(self) -> Node:
+    async def _waiting(self) -> Node:
         """The waiting attempt, which the chat itself ran (so its run is in the store)."""
         chat = self._chat
-        node = self.node(fresh=True)
+        node = await self.fresh()
         if node is None:
             raise InvalidTransitionError(f"nothing in chat {chat.id} awaits approval")
-        if chat.store.get_run_state(chat.id, str(node.attempt_id)) is None:
+        if await chat.store.get_run_state(chat.id, str(node.attempt_id)) is None:
             raise InvalidTransitionError(f"attempt {node.id} {_ELSEWHERE}")
         return node
+
+
+def _check_decided(approvals: list[PendingApproval]) -> None:
+    waiting = undecided(approvals)
+    if waiting:
+        raise ApprovalPendingError(
+            f"cannot resume: tool calls {', '.join(waiting)} wait for a decision "
+            "(approve or reject them)",
+            waiting,
+        )

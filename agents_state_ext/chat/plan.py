@@ -1,12 +1,13 @@
-"""What one chat attempt sends, per strategy, decided before anything goes over the wire.
+"""What one chat attempt sends, decided before anything goes over the wire.
 
-- replay and session: ``select_context`` over the active path within the budget (the session
-  strategy hands the history part to the SDK through the graph-backed session);
-- previous_response: only the active user message (plus the system messages on a new chain),
-  chained from the response id of the nearest *complete* assistant ancestor, so every branch
-  has its own cursor and a cancelled or failed attempt is never chained from;
-- conversation: only the active user message on a server conversation that holds exactly the
-  branch so far; the budgeted selection is what a forked conversation is seeded with.
+The builders each strategy composes its plan from (see :mod:`.strategies`):
+
+- :func:`selected`: ``select_context`` over the active path within the budget (replay, and the
+  session strategy, whose history part :func:`with_history` hands to the SDK);
+- :func:`chained`: only the active user message (plus the system messages on a new chain),
+  for a server that holds the branch up to the nearest *complete* assistant ancestor
+  (:func:`nearest_complete_assistant`), so every branch has its own cursor and a cancelled or
+  failed attempt is never continued from.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..errors import ContextOverflowError, GraphError
 from ..nodes import Node
 from ..tokens import MessageCounter
 
-__all__ = ["Plan", "nearest_complete_assistant", "plan_request"]
+__all__ = ["Plan", "chained", "nearest_complete_assistant", "selected", "with_history"]
 
 _UNBOUNDED = sys.maxsize
 
@@ -69,53 +70,55 @@ def _items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
     return [copy.deepcopy(item) for node in nodes for item in node.items]
 
 
-def plan_request(
-    strategy: str,
+def _checked(path: Sequence[Node]) -> Node:
+    if not path or path[-1].role != "user":
+        raise GraphError("an attempt answers the active user message, which must end the path")
+    return path[-1]
+
+
+def _limit(budget: int | None) -> int:
+    return _UNBOUNDED if budget is None else budget
+
+
+def selected(
     path: Sequence[Node],
     *,
     budget: int | None,
     counter: MessageCounter,
     index: ContextIndex | None = None,
 ) -> Plan:
-    """The plan for answering ``path[-1]`` (the active user message) under ``strategy``."""
-    if not path or path[-1].role != "user":
-        raise GraphError("an attempt answers the active user message, which must end the path")
-    user = path[-1]
-    limit = _UNBOUNDED if budget is None else budget
-    if strategy in ("replay", "session", "conversation"):
-        selection = select_context(path, budget=limit, counter=counter, index=index)
-        plan = Plan(
-            nodes=list(selection.nodes),
-            input=_items(selection.nodes),
-            tokens=dict(selection.tokens),
-            used=selection.used,
-            budget=budget,
-            overflow=selection.overflow,
-        )
-        if strategy == "session":
-            plan.history = _items(selection.nodes[:-1])
-            plan.input = _items([user])
-        elif strategy == "conversation":
-            plan.seed = list(selection.nodes[:-1])
-            plan.anchor = nearest_complete_assistant(path[:-1])
-            plan.nodes = _required(path, plan.anchor)
-            plan.input = _items(plan.nodes)
-            plan.tokens = {n.id: counter.count(n.id, n.items) for n in plan.nodes}
-            plan.used = sum(plan.tokens.values())
-            # A fork seeds the selection, which must fit as well as what is sent.
-            plan.overflow = selection.overflow or plan.used > limit
-        return plan
-    if strategy != "previous_response":
-        raise ValueError(f"unknown strategy {strategy!r}")
-    anchor = nearest_complete_assistant(path[:-1])
-    cursor = None
-    if anchor is not None:
-        cursor = anchor.meta.get("response_id")
-        if not isinstance(cursor, str):
-            raise GraphError(
-                f"assistant node {anchor.id} is complete but has no response id to chain from"
-            )
-    nodes = _required(path, anchor)
+    """The budgeted selection of ``path`` (ending at the active user message), sent whole."""
+    _checked(path)
+    selection = select_context(path, budget=_limit(budget), counter=counter, index=index)
+    return Plan(
+        nodes=list(selection.nodes),
+        input=_items(selection.nodes),
+        tokens=dict(selection.tokens),
+        used=selection.used,
+        budget=budget,
+        overflow=selection.overflow,
+    )
+
+
+def with_history(plan: Plan) -> Plan:
+    """``plan`` split for a session: the history it hands the SDK, and the new user message."""
+    plan.history = _items(plan.nodes[:-1])
+    plan.input = _items(plan.nodes[-1:])
+    return plan
+
+
+def chained(
+    path: Sequence[Node], anchor: Node | None, *, budget: int | None, counter: MessageCounter
+) -> Plan:
+    """What a server holding the branch up to ``anchor`` lacks: the active user message.
+
+    A new chain (no ``anchor``) starts with the branch's system messages as well.
+    """
+    _checked(path)
+    if anchor is None:
+        nodes = [n for n in path[:-1] if n.role == "system"] + [path[-1]]
+    else:
+        nodes = [path[-1]]
     tokens = {n.id: counter.count(n.id, n.items) for n in nodes}
     used = sum(tokens.values())
     return Plan(
@@ -124,14 +127,6 @@ def plan_request(
         tokens=tokens,
         used=used,
         budget=budget,
-        overflow=used > limit,
-        cursor_before=cursor,
+        overflow=used > _limit(budget),
         anchor=anchor,
     )
-
-
-def _required(path: Sequence[Node], anchor: Node | None) -> list[Node]:
-    # A new chain starts with the system messages; a continued one already holds them.
-    if anchor is None:
-        return [n for n in path[:-1] if n.role == "system"] + [path[-1]]
-    return [path[-1]]

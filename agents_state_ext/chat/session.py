@@ -15,13 +15,20 @@ accepting ``wrapper=``), so a run begins with its first call. It ends when the t
 run alone ends (the SDK's streamed run loop, or a task made of ``Runner.run`` /
 ``ConversationState.run``): cancelled, raised or finished, exactly. A run awaited inside a task
 that outlives it (``await Runner.run(...)``) tells a session nothing when it returns or raises;
-it is over when the next run through the session begins or the chat is next acted on, and it is
-filed by what the SDK stored and whether the SDK started a turn after the last one it stored:
+it is over when the next run through the session begins or the chat is next acted on or read,
+and it is filed by what the SDK stored and whether the SDK started a turn after the last one it
+stored:
 
 - nothing stored after the user message, or a turn started and never stored: ``failed``;
 - the last stored turn left a tool call without output: ``awaiting_approval`` (a run resumed
   from its ``RunState`` with decisions on those calls continues the same attempt);
 - otherwise ``complete`` (a final answer, or ``tool_use_behavior="stop_on_first_tool"``).
+
+Filing a run's end may happen where nothing can be awaited (the run's task's done-callback, a
+synchronous read such as ``chat.active_path()``): the chat's graph in memory shows the end at
+once, and the store write is scheduled as a task that every later action of the chat awaits
+first (see :mod:`.writes`). Everything the run stores while it runs is awaited in its own
+session calls.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransition
 from ..nodes import Node
 from ..state import ConversationState
 from .approvals import PendingApproval, open_calls, read_approvals, undecided
-from .plan import plan_request
+from .plan import selected, with_history
 
 if TYPE_CHECKING:
     from .conversation import Conversation
@@ -117,7 +124,7 @@ class GraphSession:
         if self._bound is not None:
             items = copy.deepcopy(self._bound[1])
         elif wrapper is not None:
-            run = self._begin(wrapper)
+            run = await self._begin(wrapper)
             items = self._plan(run)
         else:
             items = self._plan(None)
@@ -129,7 +136,7 @@ class GraphSession:
         """File what the SDK stores into the run's attempt (a new user message, then output)."""
         if self._bound is not None:
             return  # the chat records its own attempt from the run's result
-        self._store(self._begin(wrapper), [dict(item) for item in items], wrapper)
+        await self._store(await self._begin(wrapper), [dict(item) for item in items], wrapper)
 
     async def pop_item(self, wrapper: Any = None) -> TResponseInputItem | None:
         """Nothing: a chat never deletes a message."""
@@ -154,6 +161,7 @@ class GraphSession:
 
         ``read``: only a look at the chat; a run awaited in another task that is still alive
         may be going on, so it stays open until that task, an action or the next run ends it.
+        The graph shows the end at once; the store write is scheduled (``Writes.later``).
         """
         run = self._run
         if run is None or self.running:
@@ -164,7 +172,7 @@ class GraphSession:
                 return
         self._close(run, _outcome(run.task) if run.task is not None else None)
 
-    def _begin(self, context: Any) -> _Run:
+    async def _begin(self, context: Any) -> _Run:
         run = self._run
         if run is not None and run.context is context:
             return run
@@ -190,7 +198,7 @@ class GraphSession:
                     "the decisions) or stop it (chat.stop()) first",
                     waiting,
                 )
-            self._resume(run, paused)
+            await self._resume(run, paused)
         self._run = run
         watched = run.task or run.owner
         if watched is not None:
@@ -199,17 +207,16 @@ class GraphSession:
             run.watch = (watched, callback)
         return run
 
-    def _resume(self, run: _Run, paused: Node) -> None:
+    async def _resume(self, run: _Run, paused: Node) -> None:
         chat = self._chat
+        record = await chat.store.get_attempt(chat.id, str(paused.attempt_id))
         decided = [_with_decision(run.context, a) for a in read_approvals(paused)]
         entries = [a.to_dict() for a in decided]
         chat.graph.resume(paused.id, meta={"approvals": entries})
         chat._parking.node_id = None
-        run.attempt = paused.id
-        run.record = chat.store.get_attempt(chat.id, str(paused.attempt_id))
-        run.record.approvals = entries
-        run.turn = None
-        chat._write(run.record, "queued")
+        run.attempt, run.record, run.turn = paused.id, record, None
+        record.approvals = entries
+        await chat._writes.write(record, "queued")
 
     def _ended(self, run: _Run, task: asyncio.Task[Any]) -> None:
         if self._run is run:
@@ -222,15 +229,15 @@ class GraphSession:
             return []
         # The history a new user message would get: plan with a placeholder prompt, drop it.
         placeholder = Node(id="__next__", parent_id=path[-1].id, role="user", status="complete")
-        plan = plan_request(
-            "session", [*path, placeholder], budget=chat.budget, counter=chat.counter
+        plan = with_history(
+            selected([*path, placeholder], budget=chat.budget, counter=chat.counter)
         )
         if run is not None and run.attempt is None:
             run.included = {n.id: plan.tokens[n.id] for n in plan.nodes if n is not placeholder}
             run.overflow = plan.overflow
         return plan.history
 
-    def _store(self, run: _Run, batch: list[dict[str, Any]], context: Any) -> None:
+    async def _store(self, run: _Run, batch: list[dict[str, Any]], context: Any) -> None:
         chat = self._chat
         graph = chat.graph
         outputs = batch
@@ -254,10 +261,13 @@ class GraphSession:
             graph.add_items(run.attempt, outputs)
         run.turn = getattr(context, "turn_input", None)
         assert run.record is not None
-        chat._write(run.record, "queued")
+        await chat._writes.write(run.record, "queued")
 
     def _close(self, run: _Run, outcome: tuple[str, str | None] | None) -> None:
-        """File ``run`` as it ended (``outcome``: how, when the session knows)."""
+        """File ``run`` as it ended (``outcome``: how, when the session knows).
+
+        The graph changes at once; the store write is scheduled with the record.
+        """
         if self._run is run:
             self._run = None
         if run.watch is not None:
@@ -283,7 +293,7 @@ class GraphSession:
             record.approvals = [a.to_dict() for a in pending]
             if node.status != "awaiting_approval":
                 chat.graph.pause(node.id, meta={"approvals": record.approvals})
-            chat._write(record, "awaiting_approval")
+            chat._writes.later(record, "awaiting_approval")
             chat._parking.node_id = node.id
             return
         if node.status == "awaiting_approval":
@@ -294,7 +304,7 @@ class GraphSession:
             chat.graph.stop(node.id)
         else:
             chat.graph.fail(node.id, error or "failed")
-        chat._write(record, status, error=error)
+        chat._writes.later(record, status, error=error)
 
 
 def _by_evidence(node: Node, run: _Run) -> tuple[str, str | None]:

@@ -1,4 +1,7 @@
-"""The ``agents-state-ext`` command line: ``demo``, ``chat`` and ``inspect`` (Click + rich).
+"""The ``agents-state-ext`` command line (Click + rich).
+
+``demo`` and ``chat`` talk; ``inspect`` and ``export`` read a store (never changing it);
+``import`` and ``delete`` write one.
 
 Bad input — a missing file, an unknown conversation or node id, a budget that is not a positive
 integer — prints one ``error: ...`` line to stderr and exits non-zero; never a traceback.
@@ -16,6 +19,7 @@ from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect import inspect
+from .transfer import delete, export, import_
 
 __all__ = ["main"]
 
@@ -68,3 +72,6 @@ def main() -> None:
 main.add_command(demo)
 main.add_command(chat)
 main.add_command(inspect)
+main.add_command(export)
+main.add_command(import_)
+main.add_command(delete)

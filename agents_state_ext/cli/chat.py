@@ -26,9 +26,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
-from ..chat.conversation import check_budget
+from ..chat.records import check_budget
 from ..errors import StateExtError
-from ..stores import ConversationStore, InMemoryStore, SQLiteStore
+from ..stores import InMemoryStore, SQLiteStore
 from .commands import COMMANDS_HELP, Commands
 from .render import make_console, pending_lines
 
@@ -198,13 +198,12 @@ def chat(
     if db is not None and conversation_id is not None and not os.path.isfile(db):
         raise click.ClickException(f"no such database file: {db}")
     offline = offline or not os.environ.get("OPENAI_API_KEY")
-    store: ConversationStore = SQLiteStore(db) if db is not None else InMemoryStore()
-    with store, contextlib.suppress(asyncio.CancelledError):  # Ctrl-C at the prompt
-        asyncio.run(_repl(store, conversation_id, strategy, budget_value, model, system, offline))
+    with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C at the prompt
+        asyncio.run(_repl(db, conversation_id, strategy, budget_value, model, system, offline))
 
 
 async def _repl(
-    store: ConversationStore,
+    db: str | None,
     conversation_id: str | None,
     strategy: str | None,
     budget: int | None,
@@ -213,8 +212,9 @@ async def _repl(
     offline: bool,
 ) -> None:
     console = make_console()
-    async with _agent(offline, model) as (agent, client, where):
-        chat_ = open_conversation(
+    store = SQLiteStore(db) if db is not None else InMemoryStore()
+    async with store, _agent(offline, model) as (agent, client, where):
+        chat_ = await open_conversation(
             store,
             conversation_id,
             strategy=strategy or (None if conversation_id else "previous_response"),  # type: ignore[arg-type]
@@ -229,7 +229,7 @@ async def _repl(
             f"{where} · /help for commands",
             soft_wrap=True,
         )
-        for text in pending_lines(chat_.pending_approvals()):
+        for text in pending_lines(await chat_.pending_approvals()):
             console.print(text, soft_wrap=True)
         loop = asyncio.get_running_loop()
         lines = _Lines(sys.stdin, loop)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..chat import Attempt, Conversation
-from ..errors import InvalidTargetError
+from ..errors import ContextOverflowError, InvalidTargetError
 from .render import attempt_line, attempts_table, graph_tree, pending_lines, resolve, short
 
 __all__ = ["COMMANDS_HELP", "Commands"]
@@ -65,7 +65,8 @@ class Commands:
             if stopped is None:
                 self.say("nothing is streaming or awaiting approval")
             else:
-                self.say(f"[dim]{attempt_line('stopped', self.chat.record(stopped.id))}[/dim]")
+                record = await self.chat.record(stopped.id)
+                self.say(f"[dim]{attempt_line('stopped', record)}[/dim]")
         elif name in ("/approve", "/reject"):
             await self._decide(name, rest)
         elif name == "/retry":
@@ -77,40 +78,42 @@ class Commands:
         elif name == "/branches":
             self._branches()
         elif name == "/switch":
-            node = self.chat.switch(resolve(self._ids(), _one(rest, "/switch ID")))
+            node = await self.chat.switch(resolve(self._ids(), _one(rest, "/switch ID")))
             self.say(f"active leaf: {short(node.id)} ({node.role}, {node.status})")
         elif name == "/budget":
             from .chat import parse_budget
 
-            self.chat.budget = parse_budget(_one(rest, "/budget N"))
+            await self.chat.set_budget(parse_budget(_one(rest, "/budget N")))
             self.say(f"budget: {self.chat.budget or '∞'} tokens")
         elif name == "/explain":
             refs = rest.split()
             if len(refs) != 2:
                 raise click.UsageError("usage: /explain A B (two attempt or message ids)")
-            ids = self._ids() + [r.attempt_id for r in self.chat.attempts()]
+            ids = self._ids() + [r.attempt_id for r in await self.chat.attempts()]
             first, second = (resolve(ids, ref, "attempt") for ref in refs)
-            self.say(escape(self.chat.explain(first, second).text()))
+            self.say(escape((await self.chat.explain(first, second)).text()))
         elif name == "/tree":
             self.console.print(graph_tree(self.chat.graph, f"chat {self.chat.id}"))
         elif name == "/attempts":
-            self.console.print(attempts_table(self.chat.attempts()))
+            self.console.print(attempts_table(await self.chat.attempts()))
         else:
             raise click.UsageError(f"unknown command {name}; /help lists them")
         return True
 
     async def _answer(self, attempt: Attempt) -> None:
         await self.stream(attempt)
-        record = self.chat.record(attempt.id)
+        record = await self.chat.record(attempt.id)
+        if record.overflow and record.status == "failed":  # refused: nothing was sent
+            raise ContextOverflowError(record.error or "the request is over the token budget")
         self.say(f"[dim]{attempt_line('·', record)}[/dim]")
         if record.error:
             self.say(f"[red]error:[/red] {escape(record.error)}")
         if attempt.status == "awaiting_approval":
-            for line in pending_lines(self.chat.pending_approvals()):
+            for line in pending_lines(await self.chat.pending_approvals()):
                 self.say(line)
 
     async def _decide(self, name: str, rest: str) -> None:
-        pending = self.chat.pending_approvals()
+        pending = await self.chat.pending_approvals()
         if not pending:
             raise click.UsageError("no tool call awaits approval")
         ref, _, reason = rest.partition(" ")
@@ -118,9 +121,9 @@ class Commands:
         if name == "/approve":
             if reason.strip():
                 raise click.UsageError("usage: /approve [CALL]")
-            decided = self.chat.approve(call_id)
+            decided = await self.chat.approve(call_id)
         else:
-            decided = self.chat.reject(call_id, message=reason.strip() or None)
+            decided = await self.chat.reject(call_id, message=reason.strip() or None)
         for approval in decided:
             self.say(escape(f"  {approval.call_id} {approval.tool_name}: {approval.decision}"))
         if all(a.decision is not None for a in decided):

@@ -99,11 +99,11 @@ class _Demo:
     async def step(self, action: str, attempt: Attempt) -> Attempt:
         before = len(self.mock.response_requests)
         await attempt
-        self.report(action, attempt, before)
+        await self.report(action, attempt, before)
         return attempt
 
-    def report(self, action: str, attempt: Attempt, before: int) -> None:
-        self.say(attempt_line(action, self.chat.record(attempt.id)))
+    async def report(self, action: str, attempt: Attempt, before: int) -> None:
+        self.say(attempt_line(action, await self.chat.record(attempt.id)))
         for body in self.mock.response_requests[before:]:
             self.say(wire_line(body))
         self.say(f"    answer: {escape(repr(attempt.text))}")
@@ -117,7 +117,7 @@ class _Demo:
                 await attempt.stop()
                 break
         await attempt
-        self.report("stop", attempt, before)
+        await self.report("stop", attempt, before)
         return attempt
 
 
@@ -126,7 +126,7 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
 
     async with MockResponsesAPI() as mock:
         agent = Agent(name="assistant", model=mock.model("gpt-4.1"))
-        chat = open_conversation(
+        chat = await open_conversation(
             store,
             strategy=strategy,
             agent=agent,
@@ -144,7 +144,7 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
         await demo.step("send", chat.send("and a sequel?"))
         await demo.step("edit", chat.edit(story.user_id, "tell me a poem instead"))
         greeting = chat.active_path()[2]  # system, "hi", the greeting
-        chat.switch(greeting.id)
+        await chat.switch(greeting.id)
         cursor = chat.cursor or "-"
         if strategy == "conversation" and chat.cursor is None:
             cursor = "- (the next attempt forks a new server conversation)"
@@ -153,18 +153,18 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
             f"next cursor: {cursor}"
         )
         last = await demo.step("send", chat.send("thanks!"))
-        chat.budget = 12
+        await chat.set_budget(12)
         before = len(mock.response_requests)
+        overflowing = chat.send(_LONG)
         try:
-            chat.send(_LONG)
+            await overflowing
         except ContextOverflowError as exc:
-            failed = chat.graph.active_leaf
-            demo.say(attempt_line("send", chat.record(str(failed))))
+            demo.say(attempt_line("send", await chat.record(overflowing.id)))
             sent = len(mock.response_requests) - before
             demo.say(f"    not sent ({sent} requests): {escape(str(exc))}")
-        chat.budget = 400
+        await chat.set_budget(400)
         console.print(graph_tree(chat.graph, f"graph of {chat.id} (* = active branch)"))
-        record = chat.record(last.id)
+        record = await chat.record(last.id)
         if record.response_id is not None:
             context = mock.transcript(record.response_id)
             texts = [_item_text(item) for item in context]
@@ -192,7 +192,7 @@ async def run_demo(
     console.print(
         f"agents-state-ext demo: offline, mock Responses API, SQLite store {path}", soft_wrap=True
     )
-    with SQLiteStore(path) as store:
+    async with SQLiteStore(path) as store:
         for strategy in strategies:
             await _run_strategy(store, strategy, console)
     console.print(f"\ninspect it: agents-state-ext inspect {path}", soft_wrap=True)

@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..attempts import AttemptRecord
-from ..errors import ConversationNotFoundError, NodeNotFoundError, StoreError
+from ..errors import (
+    ConcurrentUpdateError,
+    ConversationNotFoundError,
+    GraphError,
+    NodeNotFoundError,
+    StoreError,
+)
+from ..graph import ConversationGraph
 from ..nodes import Node
 
 __all__ = [
+    "NodeRow",
+    "attempt_row",
+    "broken_chain",
     "check_blob",
+    "check_counts",
+    "check_hold",
+    "check_id",
+    "check_limit",
+    "check_version",
     "decode",
     "decode_attempt",
     "decode_node",
+    "decode_nodes",
     "encode",
     "encode_attempt",
+    "encode_node_rows",
     "encode_nodes",
+    "graph_of",
+    "ledger_conflict",
     "missing_conversation",
     "missing_node",
     "start_order",
@@ -25,17 +45,35 @@ __all__ = [
 
 
 def encode(value: Mapping[str, Any]) -> str:
-    """Compact JSON; anything JSON cannot hold is a ``StoreError`` before any write."""
+    """Compact JSON; anything JSON or UTF-8 cannot hold is a ``StoreError`` before any write.
+
+    A lone surrogate in a string is valid in Python but not in UTF-8, which every database
+    needs: refused here, so every backend refuses it the same way.
+    """
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreError(f"value holds text that is not valid Unicode: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+    return text
 
 
 def check_blob(blob: object) -> str:
-    """``blob`` if it is text, else ``StoreError`` before any write."""
+    """``blob`` if it is text every backend can keep, else ``StoreError`` before any write.
+
+    A NUL character (PostgreSQL's ``text`` refuses it) and a lone surrogate (not UTF-8) are
+    refused by every backend alike.
+    """
     if not isinstance(blob, str):
         raise StoreError(f"a run state is stored as text, got {type(blob).__name__}")
+    if "\x00" in blob:
+        raise StoreError("a stored blob cannot hold a NUL character")
+    try:
+        blob.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreError(f"a stored blob must be valid Unicode text: {exc}") from exc
     return blob
 
 
@@ -48,7 +86,12 @@ def decode(text: str) -> dict[str, Any]:
 
 def encode_nodes(nodes: Iterable[Node]) -> list[tuple[str, str | None, str]]:
     """``(id, parent_id, json)`` per node; a repeated id keeps its last version."""
-    rows = {node.id: (node.id, node.parent_id, encode(node.to_dict())) for node in nodes}
+    rows: dict[str, tuple[str, str | None, str]] = {}
+    for node in nodes:
+        check_id(node.id, "node id")
+        if node.parent_id is not None:
+            check_id(node.parent_id, "node id")
+        rows[node.id] = (node.id, node.parent_id, encode(node.to_dict()))
     return list(rows.values())
 
 
@@ -75,3 +118,147 @@ def missing_conversation(conversation_id: str) -> ConversationNotFoundError:
 
 def missing_node(conversation_id: str, node_id: str) -> NodeNotFoundError:
     return NodeNotFoundError(f"no node {node_id!r} in conversation {conversation_id!r}")
+
+
+def check_id(value: object, what: str) -> str:
+    """``value`` if it is non-empty text that any backend can store, else ``StoreError``.
+
+    A lone surrogate cannot be encoded as UTF-8 (SQLite, PostgreSQL and Redis all need it);
+    a NUL byte is refused by PostgreSQL. Both are refused by every backend, before any write.
+    """
+    if not isinstance(value, str):
+        raise StoreError(f"a {what} is text, got {type(value).__name__}")
+    if not value:
+        raise StoreError(f"a {what} cannot be empty")
+    if "\x00" in value:
+        raise StoreError(f"a {what} cannot hold a NUL character: {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreError(f"a {what} must be valid Unicode text: {value!r}") from exc
+    return value
+
+
+def check_limit(limit: object) -> int | None:
+    """``limit`` if it is ``None`` or a positive int, else ``StoreError``."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise StoreError(f"limit must be a positive integer or None, got {limit!r}")
+    return limit
+
+
+def check_counts(encoding: object, counts: Mapping[str, int]) -> dict[str, int]:
+    """Token counts checked before any write: text ids, non-negative int counts."""
+    check_id(encoding, "encoding")
+    checked: dict[str, int] = {}
+    for node_id, count in counts.items():
+        check_id(node_id, "node id")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise StoreError(f"a token count is a non-negative int, got {count!r} for {node_id}")
+        checked[node_id] = count
+    return checked
+
+
+def graph_of(conversation_id: str, nodes: Iterable[Node], head: str | None) -> ConversationGraph:
+    """The graph of stored nodes; a stored graph that is not a tree is ``StoreError``."""
+    try:
+        return ConversationGraph.from_nodes(
+            nodes, conversation_id=conversation_id, active_leaf=head
+        )
+    except GraphError as exc:
+        raise StoreError(
+            f"conversation {conversation_id!r}: stored graph is broken: {exc}"
+        ) from exc
+
+
+def broken_chain(conversation_id: str, node_id: str) -> StoreError:
+    return StoreError(
+        f"conversation {conversation_id!r}: broken parent chain at {node_id!r}"
+        " (a missing parent or a cycle)"
+    )
+
+
+def ledger_conflict(key: str, stored: int, expected: int) -> ConcurrentUpdateError:
+    return ConcurrentUpdateError(
+        f"ledger {key!r} is at version {stored}, expected {expected}: another worker wrote it"
+    )
+
+
+NodeRow = tuple[str, str | None, str, str, str]
+"""A node as stored in columns: ``(id, parent_id, role, status, json)``."""
+
+
+def encode_node_rows(nodes: Iterable[Node]) -> list[NodeRow]:
+    """``(id, parent_id, role, status, json)`` per node, ids checked; a repeated id: its last."""
+    rows: dict[str, NodeRow] = {}
+    for node in nodes:
+        check_id(node.id, "node id")
+        if node.parent_id is not None:
+            check_id(node.parent_id, "node id")
+        rows[node.id] = (node.id, node.parent_id, node.role, node.status, encode(node.to_dict()))
+    return list(rows.values())
+
+
+def attempt_row(record: AttemptRecord) -> tuple[str, str, float | None, str]:
+    """``(attempt_id, message_id, started_at, json)`` of a record, its ids checked first."""
+    check_id(record.attempt_id, "attempt id")
+    check_id(record.message_id, "message id")
+    return record.attempt_id, record.message_id, record.started_at, encode_attempt(record)
+
+
+def check_version(value: object) -> int:
+    """An expected ledger version: a non-negative int (0: none stored yet), else ``StoreError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StoreError(f"a ledger version is a non-negative int, got {value!r}")
+    return value
+
+
+def check_hold(holder: object, held_until: object) -> tuple[str | None, float | None]:
+    """A ledger's holder (text or ``None``) and lease end (finite seconds or ``None``)."""
+    checked = None if holder is None else check_id(holder, "ledger holder")
+    if held_until is None:
+        return checked, None
+    if isinstance(held_until, bool) or not isinstance(held_until, (int, float)):
+        raise StoreError(f"held_until is Unix seconds or None, got {held_until!r}")
+    if not math.isfinite(held_until):
+        raise StoreError(f"held_until must be finite, got {held_until!r}")
+    return checked, float(held_until)
+
+
+# The decoder's scanner (the C one when available), without json.loads' wrappers.
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def decode_nodes(texts: Iterable[str]) -> list[Node]:
+    """Nodes from their stored JSON, in order: the fast path for whole paths and graphs.
+
+    Each text goes straight to the C scanner (``json.loads`` adds two Python calls and two
+    regex matches per row), and each ``Node`` is built positionally, without
+    ``Node.from_dict``'s copies: the decoded dicts are new and shared with nothing.
+    """
+    nodes: list[Node] = []
+    append, scan = nodes.append, _scan_json
+    for text in texts:
+        try:
+            data, end = scan(text, 0)
+        except (StopIteration, ValueError) as exc:
+            raise StoreError(f"stored node is not valid JSON: {text[:80]!r}") from exc
+        if not isinstance(data, dict) or (end != len(text) and text[end:].strip()):
+            raise StoreError(f"stored node is not a JSON object: {text[:80]!r}")
+        try:
+            node = Node(
+                data["id"],
+                data.get("parent_id"),
+                data["role"],
+                data["status"],
+                data.get("items") or [],
+                data.get("attempt_id"),
+                data.get("request_id"),
+                float(data.get("created_at") or 0.0),
+                data.get("meta") or {},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"stored node lacks {exc}: {text[:80]!r}") from exc
+        append(node)
+    return nodes

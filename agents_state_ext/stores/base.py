@@ -1,10 +1,24 @@
-"""The ConversationStore protocol that every backend implements, and the types it returns.
+"""The async ConversationStore protocol: a small required core plus optional capabilities.
 
 A store persists, per conversation: its nodes, one branch head (the active leaf, moved only by
-compare-and-set, which is what makes several processes safe), the attempt records and, beside
-an attempt paused for tool approval, its serialized run (so a pause survives a restart). It never
-interprets the graph: ``load_graph`` hands the nodes to ``ConversationGraph``. Every backend
-must pass the suite in :mod:`agents_state_ext.stores.conformance`.
+compare-and-set, which is what makes several processes and machines safe), the attempt records
+and, beside an attempt paused for tool approval, its serialized run (so a pause survives a
+restart). It never interprets the graph: ``load_graph`` hands the nodes to
+``ConversationGraph``.
+
+The core (:class:`ConversationStore`) is what the chat layer needs. Capabilities are separate
+protocols a backend may also implement, checked with ``isinstance``:
+
+- :class:`LedgerStore`: a server strategy's ledger (a ``ConversationState``) kept beside the
+  conversation under compare-and-set on a version, with a holder and a lease, so any worker can
+  continue any conversation and at most one drives it at a time (see
+  :meth:`StoreBase.state`).
+- :class:`TokenCountStore`: per-node token counts keyed by encoding, so reopening a
+  conversation counts nothing again.
+
+Every method is a coroutine: a backend never blocks the event loop (SQLite runs its calls on
+its own thread). Sync callers wrap a store in :class:`~agents_state_ext.stores.SyncStore`.
+Every backend must pass the suite in :mod:`agents_state_ext.stores.conformance`.
 """
 
 from __future__ import annotations
@@ -22,7 +36,18 @@ from ..nodes import Node
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
 
-__all__ = ["AttemptNotFoundError", "ConversationInfo", "ConversationStore"]
+    from ..state import ConversationState
+    from .held import HeldState
+
+__all__ = [
+    "AttemptNotFoundError",
+    "ConversationInfo",
+    "ConversationStore",
+    "LedgerRecord",
+    "LedgerStore",
+    "StoreBase",
+    "TokenCountStore",
+]
 
 
 @dataclass(frozen=True)
@@ -35,83 +60,110 @@ class ConversationInfo:
     created_at: float = 0.0
 
 
-@runtime_checkable
-class ConversationStore(Protocol):
-    """Durable storage for conversation graphs, branch heads and attempt records; synchronous.
+@dataclass(frozen=True)
+class LedgerRecord:
+    """A stored ledger: its text, its version, and who holds it until when.
 
-    Conversations are isolated by id: the same node id in two conversations is two nodes.
-    Everything returned is a copy; changing it never changes the store. Unknown conversations
-    raise ``ConversationNotFoundError``, unknown nodes ``NodeNotFoundError``.
+    ``version`` starts at 1 and grows by one on every write. ``holder`` is the token of the
+    worker driving the conversation (``None``: nobody); its hold lapses at ``held_until`` (Unix
+    seconds), after which another worker may take it over.
     """
 
-    def create_conversation(
+    blob: str
+    version: int
+    holder: str | None = None
+    held_until: float | None = None
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Durable, async storage for conversation graphs, branch heads and attempt records.
+
+    Conversations are isolated by id: the same node id in two conversations is two nodes.
+    Everything returned is a copy; changing it never changes the store. Ids are non-empty
+    text; anything else is ``StoreError`` before any write. Unknown conversations raise
+    ``ConversationNotFoundError``, unknown nodes ``NodeNotFoundError``.
+    """
+
+    async def create_conversation(
         self, conversation_id: str, *, strategy: str, meta: Mapping[str, Any] | None = None
     ) -> None:
         """Register a conversation and its strategy name; ``StoreError`` if the id is taken."""
         ...
 
-    def get_conversation(self, conversation_id: str) -> ConversationInfo:
+    async def get_conversation(self, conversation_id: str) -> ConversationInfo:
         """The conversation's strategy, metadata and creation time."""
         ...
 
-    def list_conversations(self) -> list[str]:
+    async def list_conversations(self) -> list[str]:
         """Every conversation id, oldest first."""
         ...
 
-    def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
+    async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         """Merge ``meta`` into the conversation's metadata (top-level keys replace)."""
         ...
 
-    def put_nodes(self, conversation_id: str, nodes: Iterable[Node]) -> None:
-        """Insert or replace nodes by id, all in one transaction; the head does not move."""
+    async def delete_conversation(self, conversation_id: str) -> None:
+        """Forget a conversation and everything kept under its id, in one transaction.
+
+        Its nodes, head, attempt records, paused runs, token counts and ledger all go.
+        ``ConversationNotFoundError`` if unknown.
+        """
         ...
 
-    def get_node(self, conversation_id: str, node_id: str) -> Node:
+    async def get_node(self, conversation_id: str, node_id: str) -> Node:
         """One stored node."""
         ...
 
-    def load_graph(self, conversation_id: str) -> ConversationGraph:
-        """The whole graph, in first-write order, with the stored head as its active leaf."""
+    async def load_graph(self, conversation_id: str) -> ConversationGraph:
+        """The whole graph, in first-write order, with the stored head as its active leaf.
+
+        A parent chain that loops is ``StoreError`` at once.
+        """
         ...
 
-    def active_path(self, conversation_id: str, leaf_id: str | None = None) -> list[Node]:
+    async def active_path(
+        self, conversation_id: str, leaf_id: str | None = None, *, limit: int | None = None
+    ) -> list[Node]:
         """The branch from the root to ``leaf_id`` (default: the head), root first; ``[]`` if none.
 
-        Backends should answer with one query, not one per node.
+        ``limit`` keeps only the last ``limit`` nodes (those nearest the leaf), still root
+        first. Backends should answer with one query, not one per node. A parent chain that
+        loops is ``StoreError`` at once.
         """
         ...
 
-    def get_head(self, conversation_id: str) -> str | None:
-        """The stored active leaf, ``None`` before the first ``set_head`` / ``commit``."""
+    async def get_head(self, conversation_id: str) -> str | None:
+        """The stored active leaf, ``None`` before the first ``commit``."""
         ...
 
-    def set_head(self, conversation_id: str, new_head: str | None, *, expected: str | None) -> None:
-        """Move the head to ``new_head`` (a stored node) only if it is still ``expected``.
-
-        Raises ``ConcurrentUpdateError`` when another writer moved it first; nothing changes.
-        """
-        ...
-
-    def commit(
+    async def commit(
         self,
         conversation_id: str,
         nodes: Iterable[Node],
         *,
         expected_head: str | None,
         new_head: str | None,
+        attempts: Iterable[AttemptRecord] = (),
     ) -> None:
-        """``put_nodes`` + ``set_head`` as one transaction: a lost CAS writes nothing."""
+        """Write ``nodes`` and ``attempts`` and move the head, as one transaction.
+
+        Only if the head is still ``expected_head``: otherwise ``ConcurrentUpdateError`` and
+        nothing is written. ``new_head`` must be a stored or written node (or ``None``). Nodes
+        and attempt records are inserted or replaced by id; a replaced attempt keeps its place
+        in :meth:`list_attempts`.
+        """
         ...
 
-    def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
+    async def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
         """Insert or replace an attempt record by ``attempt_id``; a replaced one keeps its place."""
         ...
 
-    def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
+    async def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
         """One attempt record; ``AttemptNotFoundError`` if unknown."""
         ...
 
-    def list_attempts(
+    async def list_attempts(
         self, conversation_id: str, *, message_id: str | None = None
     ) -> list[AttemptRecord]:
         """Attempt records in start order (``started_at``, unset last, ties by first write).
@@ -120,32 +172,127 @@ class ConversationStore(Protocol):
         """
         ...
 
-    def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
+    async def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
         """Keep the serialized run of an attempt (one per attempt; a new one replaces it).
 
         ``blob`` is opaque text (a ``ConversationState.dumps`` envelope), returned unchanged.
         """
         ...
 
-    def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
+    async def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
         """The serialized run kept for an attempt; ``None`` when there is none."""
         ...
 
-    def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
+    async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         """Forget an attempt's serialized run; nothing happens when there is none."""
         ...
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """Release the backend's resources; calling it twice is fine."""
         ...
 
-    def __enter__(self) -> Self:
+    async def __aenter__(self) -> Self:
+        """``async with store:`` closes the store at the end (``StoreBase`` provides it)."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Capability: a versioned ledger per key (a conversation id), written by compare-and-set.
+
+    The ledger is independent of the graph tables: a bare ``ConversationState`` may keep its
+    ledger under any key, created or not with ``create_conversation``; ``delete_conversation``
+    also deletes the ledger under the same id.
+    """
+
+    async def get_ledger(self, key: str) -> LedgerRecord | None:
+        """The stored ledger, ``None`` when none was ever written (or it was deleted)."""
+        ...
+
+    async def put_ledger(
+        self,
+        key: str,
+        blob: str,
+        *,
+        expected_version: int,
+        holder: str | None,
+        held_until: float | None,
+    ) -> int:
+        """Write the ledger only if its version is still ``expected_version``; the new version.
+
+        ``expected_version`` 0 means "none stored yet". On a mismatch,
+        ``ConcurrentUpdateError`` and nothing changes. The new version is
+        ``expected_version + 1``.
+        """
+        ...
+
+    async def delete_ledger(self, key: str) -> None:
+        """Forget the ledger under ``key``; nothing happens when there is none."""
+        ...
+
+
+@runtime_checkable
+class TokenCountStore(Protocol):
+    """Capability: token counts per node and encoding, so a reopened chat counts nothing again."""
+
+    async def put_token_counts(
+        self, conversation_id: str, encoding: str, counts: Mapping[str, int]
+    ) -> None:
+        """Keep ``counts`` (node id -> tokens) for ``encoding``; existing counts are replaced."""
+        ...
+
+    async def get_token_counts(
+        self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
+    ) -> dict[str, int]:
+        """The stored counts for ``encoding`` (only ``node_ids`` if given; unknown ids left out)."""
+        ...
+
+
+class StoreBase:
+    """What every shipped backend shares on top of the protocol: ``async with`` and ``state()``.
+
+    Third-party backends may inherit it too; it needs only the methods of the protocols.
+    """
+
+    async def aclose(self) -> None:  # pragma: no cover - every backend overrides it
+        return None
+
+    async def __aenter__(self) -> Self:
         return self
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.aclose()
+
+    def state(
+        self,
+        key: str,
+        *,
+        new: ConversationState | None = None,
+        lease: float = 60.0,
+        client: Any | None = None,
+        holder: str | None = None,
+    ) -> HeldState:
+        """Hold the ledger kept under ``key`` for one block, then store it back.
+
+        ``async with store.state(key) as state: await state.run(agent, "hi")`` loads the
+        ledger (or starts from ``new`` when none is stored), marks it held by this worker,
+        runs the block, and writes the ledger back under compare-and-set, whatever the block
+        raised. Another worker holding it is ``ConcurrentUpdateError`` on entry, before any
+        request. ``holder`` names this worker (default: a random token). See
+        :class:`~agents_state_ext.stores.HeldState`.
+        """
+        from .held import HeldState
+
+        return HeldState(self, key, new=new, lease=lease, client=client, holder=holder)
