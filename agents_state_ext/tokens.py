@@ -387,6 +387,7 @@ class TokenCounter:
         self.encoding = load_encoding(encoding)
         self._maxsize = maxsize
         self._cache: dict[str, list[Any]] = {}
+        self._trusted: dict[str, int] = {}
         self._short: dict[str, int] = {}
         self._hits = 0
         self._misses = 0
@@ -404,6 +405,24 @@ class TokenCounter:
         """Tokens of one message's items, encoded once per (id, content, encoding)."""
         return self.count_many(((message_id, items),))[0]
 
+    def trust(self, counts: Mapping[str, int]) -> None:
+        """Take counts made earlier, by message id, for messages whose content never changes.
+
+        A store keeps each finished message's count for this encoding
+        (:class:`~agents_state_ext.stores.TokenCountStore`); a chat reopened from it trusts
+        them, so selecting its context counts nothing again: a trusted id is answered without
+        reading its content. Only pass counts of this counter's encoding, for ids whose
+        content is final (a new version of a message gets a new id).
+        """
+        checked = {str(k): int(v) for k, v in counts.items()}
+        with self._lock:
+            self._trusted.update(checked)
+
+    def trusted(self) -> set[str]:
+        """The ids :meth:`trust` was given (their counts are answered without encoding)."""
+        with self._lock:
+            return set(self._trusted)
+
     def count_many(self, messages: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[int]:
         """:meth:`count` of each ``(message id, items)`` pair, in order.
 
@@ -412,6 +431,23 @@ class TokenCounter:
         are then encoded in one loop, and the lock is taken once, to fill the cache.
         """
         pairs = list(messages)
+        if not pairs:
+            return []
+        trusted = self._trusted
+        if trusted:
+            known = [trusted.get(message_id) for message_id, _ in pairs]
+            if None not in known:
+                with self._lock:
+                    self._hits += len(known)
+                return known  # type: ignore[return-value]  # no None left
+            unknown = [pair for pair, k in zip(pairs, known, strict=True) if k is None]
+            rest = iter(self._count_many(unknown))
+            with self._lock:
+                self._hits += sum(k is not None for k in known)
+            return [k if k is not None else next(rest) for k in known]
+        return self._count_many(pairs)
+
+    def _count_many(self, pairs: list[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[int]:
         if not pairs:
             return []
         ids, item_lists = zip(*pairs, strict=True)
@@ -455,6 +491,7 @@ class TokenCounter:
         """Forget every cached count and reset the hit and miss totals."""
         with self._lock:
             self._cache.clear()
+            self._trusted.clear()
             self._short.clear()
             self._hits = self._misses = 0
 

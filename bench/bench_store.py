@@ -43,6 +43,7 @@ from .bench_store_report import (
     CID,
     StoreSection,
     check_same,
+    items_of,
     on_default_executor,
     thread_profile,
 )
@@ -98,7 +99,7 @@ async def seed(store: SQLiteStore, session: SQLiteSession, chat: list[Node]) -> 
         batch = chat[at : at + SEED_BATCH]
         await store.commit(CID, batch, expected_head=head, new_head=batch[-1].id)
         head = batch[-1].id
-        await session.add_items([item for node in batch for item in node.items])
+        await session.add_items(items_of(batch))
 
 
 def _noop() -> None:
@@ -115,7 +116,7 @@ def counting_to_thread() -> Iterator[list[str]]:
         calls.append(getattr(func, "__name__", repr(func)))
         return await original(func, *args, **kwargs)
 
-    asyncio.to_thread = counted  # type: ignore[assignment]
+    asyncio.to_thread = counted
     try:
         yield calls
     finally:
@@ -213,7 +214,7 @@ async def _sqlite_rows(
 
     supply = iter(turns)
     head = await store.get_head(CID)
-    sdk_supply = iter([[i for node in turn for i in node.items] for turn in turns])
+    sdk_supply = iter([items_of(turn) for turn in turns])
 
     async def append_ours() -> None:
         nonlocal head

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import psycopg
-
-from agents_state_ext.stores.postgres import PostgresStore
+from typing import TYPE_CHECKING, Any
 
 from ._common import interleaved_pairs, make_chat
-from .bench_store_report import CID, StoreSection, check_same, main_thread_profile
+from .bench_store_report import CID, StoreSection, check_same, items_of, main_thread_profile
+
+if TYPE_CHECKING:
+    from agents_state_ext.stores.postgres import PostgresStore
 
 PART = "PostgreSQL"
 ANCHOR = "SQLAlchemySession"
@@ -42,11 +41,17 @@ def libpq_url(url: str) -> str:
 
 
 async def measure(section: StoreSection, url: str, size: int, pairs: int) -> None:
-    """Add the PostgreSQL rows; a missing SQLAlchemy is a printed skip, not an error."""
+    """Add the PostgreSQL rows; a missing driver or SQLAlchemy is a printed skip, not an error."""
     try:
+        import psycopg
         from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+        from agents_state_ext.stores.postgres import PostgresStore
     except ImportError as exc:
-        reason = f"{PART} part skipped: {exc} (pip install 'sqlalchemy[asyncio]>=2')"
+        reason = (
+            f"{PART} part skipped: {exc} "
+            "(pip install 'sqlalchemy[asyncio]>=2' 'agents-state-ext[postgres]')"
+        )
         print(reason)
         section.notes.append(reason)
         return
@@ -57,14 +62,15 @@ async def measure(section: StoreSection, url: str, size: int, pairs: int) -> Non
     chat = make_chat(size + 2 * turns_needed)
     extra = [chat[at : at + 2] for at in range(size, len(chat), 2)]
     store = await PostgresStore.connect(url, schema=schema)
-    session = SQLAlchemySession.from_url(
-        "bench",
-        url=sqlalchemy_url(url),
-        create_tables=True,
-        sessions_table=tables[0],
-        messages_table=tables[1],
-    )
+    session: Any = None
     try:
+        session = SQLAlchemySession.from_url(
+            "bench",
+            url=sqlalchemy_url(url),
+            create_tables=True,
+            sessions_table=tables[0],
+            messages_table=tables[1],
+        )
         engine = session.engine
         section.checks.append(
             f"{PART}: the session's engine runs the {engine.dialect.name}+"
@@ -76,7 +82,7 @@ async def measure(section: StoreSection, url: str, size: int, pairs: int) -> Non
             turn = chat[at : at + 2]
             await store.commit(CID, turn, expected_head=head, new_head=turn[-1].id)
             head = turn[-1].id
-            await session.add_items([item for node in turn for item in node.items])
+            await session.add_items(items_of(turn))
         del chat
         async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
             version = (await (await conn.execute("SHOW server_version")).fetchone() or ("?",))[0]
@@ -89,7 +95,8 @@ async def measure(section: StoreSection, url: str, size: int, pairs: int) -> Non
         await _rows(section, store, session, extra, size, pairs)
     finally:
         await store.aclose()
-        await session.engine.dispose()
+        if session is not None:
+            await session.engine.dispose()
         async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             for table in (tables[1], tables[0]):
@@ -106,7 +113,7 @@ async def _rows(
 ) -> None:
     label = f"{size // 1000}k" if size >= 1000 else str(size)
     supply = iter(turns)
-    sdk_supply = iter([[i for node in turn for i in node.items] for turn in turns])
+    sdk_supply = iter([items_of(turn) for turn in turns])
     head = await store.get_head(CID)
 
     async def append_ours() -> None:

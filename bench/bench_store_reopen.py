@@ -20,7 +20,7 @@ import asyncio
 import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents_state_ext.context import ContextIndex, ContextSelection, select_context
@@ -37,27 +37,6 @@ PART = "reopen + select"
 ANCHOR = "raw tiktoken pass"
 PROFILE_CALLS = 5
 WARMUP = 2
-
-
-class StoredCounts:
-    """A ``MessageCounter`` answering from counts loaded out of a store; misses are counted."""
-
-    def __init__(self, counts: Mapping[str, int], fallback: TokenCounter) -> None:
-        self.counts = counts
-        self.fallback = fallback
-        self.misses = 0
-
-    def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int:
-        """The stored count, or (for a node stored without one) the fallback's exact count."""
-        found = self.counts.get(message_id)
-        if found is None:
-            self.misses += 1
-            return self.fallback.count(message_id, items)
-        return found
-
-    def count_many(self, messages: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[int]:
-        """:meth:`count` of each ``(id, items)`` pair."""
-        return [self.count(message_id, items) for message_id, items in messages]
 
 
 async def measure(section: StoreSection, folder: str, size: int, pairs: int) -> None:
@@ -103,7 +82,6 @@ async def _rows(
 ) -> None:
     components: list[tuple[float, float, float]] = []
     misses: list[int] = []
-    fallback = TokenCounter(encoding=ENCODING)
     selections: list[ContextSelection] = []
 
     async def ours() -> None:
@@ -113,12 +91,14 @@ async def _rows(
         t1 = clock()
         stored = await store.get_token_counts(CID, ENCODING)
         t2 = clock()
-        counter = StoredCounts(stored, fallback)
+        # What a chat reopened from the store does: its counter trusts the stored counts.
+        counter = TokenCounter(encoding=ENCODING)
+        counter.trust(stored)
         selections.append(
             select_context(path, budget=BUDGET, counter=counter, index=ContextIndex())
         )
         components.append((t1 - t0, t2 - t1, clock() - t2))
-        misses.append(counter.misses)
+        misses.append(counter.cache_info().misses)
 
     async def raw_pass() -> None:
         encode = encoding.encode

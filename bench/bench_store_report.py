@@ -11,9 +11,11 @@ import asyncio
 import cProfile
 import io
 import pstats
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from agents_state_ext.nodes import Node
 
 from ._common import Pairs, Row, Section, fmt_seconds
 
@@ -21,6 +23,7 @@ __all__ = [
     "CID",
     "StoreSection",
     "check_same",
+    "items_of",
     "main_thread_profile",
     "on_default_executor",
     "profile_text",
@@ -97,9 +100,14 @@ async def check_same(
 ) -> None:
     """Check (untimed) that both sides hold exactly the seeded messages, in the same order."""
     path, items = await store.active_path(CID), await session.get_items()
-    same = len(path) == messages and [i for node in path for i in node.items] == items
+    same = len(path) == messages and items_of(path) == items
     section.details.setdefault("same_history", {})[label] = same
     section.checks.append(f"{label}: both hold the same {len(items):,} items in order: {same}")
+
+
+def items_of(nodes: Iterable[Node]) -> list[Any]:
+    """The nodes' items in order: what the SDK's sessions are given for the same messages."""
+    return [item for node in nodes for item in node.items]
 
 
 def _cells(row: Row) -> tuple[str, ...]:

@@ -1,9 +1,12 @@
 """One OS process of the multi-process Redis test: turns, retries and switches on one conversation.
 
-``python _redis_worker.py URL NAMESPACE CONVERSATION WORKER OPS``
+``python _redis_worker.py URL NAMESPACE CONVERSATION WORKER OPS WORKERS``
 
 It connects, says it is ready and waits at a barrier (the test releases every worker at once,
-so they really overlap). Then it runs OPS graph operations and OPS ledger increments. Each one
+so they really overlap). Its first graph commit and its first ledger write each wait, after
+reading, until all WORKERS have read: they then all write from the same version, so at least
+WORKERS - 1 of each conflict, however idle the machine (a race left to chance may not happen).
+Then it runs OPS graph operations and OPS ledger increments. Each one
 reads, changes and writes back with compare-and-set; on ``ConcurrentUpdateError`` it re-reads
 and tries again. It prints one JSON report on stdout: every commit that succeeded (its head
 move, the nodes and final attempt records it wrote), every one that lost, and the counts.
@@ -35,6 +38,26 @@ def ready_key(namespace: str) -> str:
 
 def go_key(namespace: str) -> str:
     return f"{namespace}:test:go"
+
+
+class ReadBarrier:
+    """Makes the first write of each kind wait until every worker has read the same version."""
+
+    def __init__(self, raw: aioredis.Redis, namespace: str, workers: int) -> None:
+        self.raw, self.namespace, self.workers = raw, namespace, workers
+        self.passed: set[str] = set()
+
+    async def wait(self, kind: str) -> None:
+        if kind in self.passed:
+            return
+        self.passed.add(kind)
+        key = f"{self.namespace}:test:read:{kind}"
+        await self.raw.rpush(key, "1")
+        deadline = time.monotonic() + BARRIER_TIMEOUT
+        while await self.raw.llen(key) < self.workers:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the other workers never read ({kind})")
+            await asyncio.sleep(0.005)
 
 
 def plan(graph: ConversationGraph, kind: str, worker: int, op: int, rng: random.Random) -> Node:
@@ -72,7 +95,12 @@ def finish(graph: ConversationGraph, node: Node, rng: random.Random) -> list[Att
 
 
 async def graph_operation(
-    store: RedisStore, conversation: str, worker: int, op: int, rng: random.Random
+    store: RedisStore,
+    conversation: str,
+    worker: int,
+    op: int,
+    rng: random.Random,
+    barrier: ReadBarrier,
 ) -> dict[str, Any]:
     kind = rng.choice(["turn", "turn", "retry", "switch"])
     lost: list[dict[str, Any]] = []
@@ -83,6 +111,7 @@ async def graph_operation(
         node = plan(graph, kind, worker, op, rng)
         attempts = finish(graph, node, rng) if node.status == "queued" else []
         changes = graph.take_changes()
+        await barrier.wait("graph")
         await asyncio.sleep(rng.random() / 500)  # widen the window between read and write
         try:
             await store.commit(
@@ -106,13 +135,16 @@ async def graph_operation(
         }
 
 
-async def increment(store: RedisStore, key: str, token: str, rng: random.Random) -> int:
+async def increment(
+    store: RedisStore, key: str, token: str, rng: random.Random, barrier: ReadBarrier
+) -> int:
     """Add one to the counter kept as a ledger; the number of conflicts met on the way."""
     conflicts = 0
     while True:
         record = await store.get_ledger(key)
         version = record.version if record is not None else 0
         count = json.loads(record.blob)["count"] if record is not None else 0
+        await barrier.wait("ledger")
         await asyncio.sleep(rng.random() / 1000)
         try:
             await store.put_ledger(
@@ -128,7 +160,9 @@ async def increment(store: RedisStore, key: str, token: str, rng: random.Random)
         return conflicts
 
 
-async def main(url: str, namespace: str, conversation: str, worker: int, ops: int) -> None:
+async def main(
+    url: str, namespace: str, conversation: str, worker: int, ops: int, workers: int
+) -> None:
     rng = random.Random(worker)
     # No socket timeout (redis-py's default is 5 s): the barrier waits as long as BLPOP says.
     raw = aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=None)
@@ -138,9 +172,11 @@ async def main(url: str, namespace: str, conversation: str, worker: int, ops: in
         if await raw.blpop([go_key(namespace)], timeout=BARRIER_TIMEOUT) is None:
             raise SystemExit("the test never released the barrier")
         commits, ledger_conflicts = [], 0
+        barrier = ReadBarrier(raw, namespace, workers)
         for op in range(ops):
-            commits.append(await graph_operation(store, conversation, worker, op, rng))
-            ledger_conflicts += await increment(store, conversation, f"worker-{worker}", rng)
+            commits.append(await graph_operation(store, conversation, worker, op, rng, barrier))
+            token = f"worker-{worker}"
+            ledger_conflicts += await increment(store, conversation, token, rng, barrier)
     finally:
         await store.aclose()
         await raw.aclose()
@@ -154,5 +190,5 @@ async def main(url: str, namespace: str, conversation: str, worker: int, ops: in
 
 
 if __name__ == "__main__":
-    url, namespace, conversation, worker, ops = sys.argv[1:]
-    asyncio.run(main(url, namespace, conversation, int(worker), int(ops)))
+    url, namespace, conversation, worker, ops, workers = sys.argv[1:]
+    asyncio.run(main(url, namespace, conversation, int(worker), int(ops), int(workers)))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 import agents_state_ext
+import agents_state_ext.server
+import agents_state_ext.stores
 import agents_state_ext.testing
 
 PUBLIC = {
@@ -79,6 +81,8 @@ PUBLIC = {
         "FixedTokenCounter",
         "FrameHook",
         "MockResponsesAPI",
+        "MockServer",
+        "MockServerError",
         "RecordedRequest",
         "Reply",
         "Responder",
@@ -87,11 +91,58 @@ PUBLIC = {
         "decode_compaction",
         "default_reply",
         "describe_items",
+        "mock_asgi_app",
+    ],
+    # PostgresStore and RedisStore are importable from here too, but loaded on first use and
+    # left out of __all__ (a star import would load their drivers).
+    "agents_state_ext.server": [
+        "DEFAULT_USER",
+        "EVENT_NAMES",
+        "ROUTES",
+        "USER_HEADER",
+        "AgentFactory",
+        "ChatServer",
+        "ConversationBusyError",
+        "HTTPError",
+        "Identify",
+        "Lease",
+        "LeaseLostError",
+        "LeaseManager",
+        "LocalStopBus",
+        "RedisStopBus",
+        "ServeSettings",
+        "ServerEvent",
+        "StopBus",
+        "StopWatch",
+        "TokenAuth",
+        "app_from_env",
+        "app_from_settings",
+        "close_interrupted",
+        "create_app",
+        "parse_tokens",
+    ],
+    "agents_state_ext.stores": [
+        "AttemptNotFoundError",
+        "ConversationInfo",
+        "ConversationStore",
+        "HeldState",
+        "InMemoryStore",
+        "LedgerRecord",
+        "LedgerStore",
+        "SQLiteStore",
+        "StoreBase",
+        "SyncStore",
+        "TokenCountStore",
+        "export_conversation",
+        "import_conversation",
+        "open_store",
     ],
 }
 MODULES = {
     "agents_state_ext": agents_state_ext,
     "agents_state_ext.testing": agents_state_ext.testing,
+    "agents_state_ext.stores": agents_state_ext.stores,
+    "agents_state_ext.server": agents_state_ext.server,
 }
 
 

@@ -101,7 +101,8 @@ def test_the_blocker_blocks(tmp_path: Path) -> None:
 def test_help_and_version(tmp_path: Path) -> None:
     helped = python(CLI, "--help", cwd=tmp_path)
     assert helped.returncode == 0, helped.stderr
-    assert all(command in helped.stdout for command in ("demo", "chat", "inspect"))
+    commands = ("demo", "chat", "inspect", "export", "import", "delete", "serve")
+    assert all(command in helped.stdout for command in commands)
     version = python(CLI, "--version", cwd=tmp_path)
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"agents-state-ext {agents_state_ext.__version__}"

@@ -441,6 +441,7 @@ async def run_workers(url: str, namespace: str, count: int, ops: int) -> list[di
             "c1",
             str(worker),
             str(ops),
+            str(count),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Generator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents import Agent
+from agents.items import RunItem, ToolCallItem, ToolCallOutputItem
 from agents.result import RunResultBase, RunResultStreaming
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
@@ -19,7 +21,39 @@ from .plan import Plan
 if TYPE_CHECKING:
     from .conversation import Conversation
 
-__all__ = ["Attempt"]
+__all__ = ["Attempt", "AttemptEvent", "AttemptEventKind"]
+
+AttemptEventKind = Literal["status", "delta", "tool_call", "tool_result"]
+
+
+@dataclass(frozen=True)
+class AttemptEvent:
+    """One thing an attempt did, for a UI that shows it live (see :meth:`Attempt.events`).
+
+    ``status``: ``{"status"}``, when its start is stored (``queued``), when text starts to
+    stream (``streaming``) and once at the end (its final status). ``delta``: ``{"text"}``.
+    ``tool_call``: ``{"call_id", "name", "arguments"}`` (the model asked for a tool).
+    ``tool_result``: ``{"call_id", "output"}`` (the tool answered; ``output`` is text).
+    """
+
+    kind: AttemptEventKind
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class _Events:
+    """One listener's queue of an attempt's events; iteration ends when the attempt does."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[AttemptEvent | None] = asyncio.Queue()
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> AttemptEvent:
+        event = await self.queue.get()
+        if event is None:
+            raise StopAsyncIteration
+        return event
 
 
 class Attempt:
@@ -67,6 +101,7 @@ class Attempt:
         self.stream = stream
         self.error: BaseException | None = None
         self._deltas: asyncio.Queue[str | None] = asyncio.Queue()
+        self._listeners: list[_Events] | None = []  # None once the attempt has ended
         self._stopping = False
         self._result: RunResultBase | None = None
         self._created_id: str | None = None
@@ -84,6 +119,7 @@ class Attempt:
         else:
             self._started.set()
             self._deltas.put_nowait(None)
+            self._listeners = None
 
     @classmethod
     def settled(cls, chat: Conversation, node: Node, record: AttemptRecord) -> Attempt:
@@ -148,6 +184,52 @@ class Attempt:
                 return
             yield delta
 
+    def events(self) -> AsyncIterator[AttemptEvent]:
+        """The attempt's :class:`AttemptEvent` from now on: status, text, tool calls and results.
+
+        Each call is a new listener, independent of ``async for delta in attempt`` and of other
+        listeners; it sees what happens after the call (call it right after starting the
+        attempt to see everything) and ends when the attempt has ended and been stored.
+        """
+        listener = _Events()
+        if self._listeners is None:
+            listener.queue.put_nowait(None)
+        else:
+            self._listeners.append(listener)
+        return listener
+
+    async def started(self) -> bool:
+        """Wait until the attempt's start is stored, or refused; whether it was stored.
+
+        ``False``: nothing of it was stored (awaiting it raises why). An attempt over its
+        budget is stored, as ``failed``, and sends nothing.
+        """
+        await self._started.wait()
+        return self.stored
+
+    def _emit(self, kind: AttemptEventKind, **data: Any) -> None:
+        for listener in self._listeners or ():
+            listener.queue.put_nowait(AttemptEvent(kind, data))
+
+    def _emit_items(self, items: list[RunItem]) -> None:
+        for item in items:
+            if isinstance(item, ToolCallItem):
+                raw = _raw(item.raw_item)
+                arguments = raw.get("arguments", raw.get("action", ""))
+                self._emit(
+                    "tool_call",
+                    call_id=item.call_id,
+                    name=item.tool_name or raw.get("type"),
+                    arguments=arguments if isinstance(arguments, str) else str(arguments),
+                )
+            elif isinstance(item, ToolCallOutputItem):
+                output = _raw(item.raw_item).get("output", item.output)
+                self._emit(
+                    "tool_result",
+                    call_id=item.call_id,
+                    output=output if isinstance(output, str) else str(output),
+                )
+
     async def stop(self) -> Attempt:
         """Cancel the attempt and wait until its partial answer is stored as ``cancelled``.
 
@@ -175,6 +257,7 @@ class Attempt:
                 await chat._begin(self)
             finally:
                 self._started.set()
+            self._emit("status", status=self.status)
             result, state = await self._answer()
             await chat._complete(self, result, state)
         except asyncio.CancelledError:
@@ -190,7 +273,14 @@ class Attempt:
             finally:  # whatever the store did, iterating the attempt ends
                 if not self.stream and self.status in ("complete", "awaiting_approval"):
                     self._deltas.put_nowait(self.text)
+                    if self.text:
+                        self._emit("delta", text=self.text)
                 self._deltas.put_nowait(None)
+                if self.stored:
+                    self._emit("status", status=self.status)
+                listeners, self._listeners = self._listeners or [], None
+                for listener in listeners:
+                    listener.queue.put_nowait(None)
 
     async def _answer(self) -> tuple[RunResultBase, ConversationState]:
         """Run the attempt, and once more on a new chain if the server lost its cursor."""
@@ -235,21 +325,37 @@ class Attempt:
         if not self.stream:
             result: RunResultBase = await state.run(agent, input, **kwargs)
             self._result = result
+            self._emit_items(result.new_items)
             return result
         streamed = state.run_streamed(agent, input, **kwargs)
         self._result = streamed
         async for event in streamed.stream_events():
+            if event.type == "run_item_stream_event":
+                self._emit_items([event.item])
+                continue
             if event.type != "raw_response_event":
                 continue
             data = event.data
             if isinstance(data, ResponseCreatedEvent):
                 self._created_id = data.response.id
             elif isinstance(data, ResponseTextDeltaEvent) and data.delta:
+                before = self.status
                 self._chat.graph.stream(self.node.id, data.delta)
+                if self.status != before:
+                    self._emit("status", status=self.status)
                 self._deltas.put_nowait(data.delta)
+                self._emit("delta", text=data.delta)
         if self._stopping:
             raise asyncio.CancelledError
         return streamed
 
     def __repr__(self) -> str:
         return f"Attempt(id={self.id!r}, status={self.status!r}, text={self.text[:30]!r})"
+
+
+def _raw(item: Any) -> dict[str, Any]:
+    """A run item's raw Responses item as a dict (the SDK keeps a model or a dict)."""
+    if isinstance(item, dict):
+        return item
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_unset=True) if callable(dump) else {}

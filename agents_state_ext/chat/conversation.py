@@ -61,6 +61,7 @@ from ..stores import ConversationStore
 from ..tokens import MessageCounter, TokenCounter
 from .approvals import PendingApproval, read_approvals
 from .attempt import Attempt
+from .counts import save_counts
 from .parking import Parking, interruptions, output_items
 from .records import (
     FINAL,
@@ -466,6 +467,7 @@ class Conversation:
         generation = self._writes.ended(attempt, "complete")
         await self._strategy.save()
         await self._writes.end(attempt, generation)
+        await save_counts(self.store, self.id, self.counter, [*attempt.plan.nodes, attempt.node])
 
     async def _fail(self, attempt: Attempt, error: BaseException) -> None:
         if not attempt.stored or attempt.record.status in FINAL:

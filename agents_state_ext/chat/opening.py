@@ -13,6 +13,7 @@ from ..state import StrategyName
 from ..stores import ConversationStore
 from ..tokens import MessageCounter
 from .conversation import Conversation
+from .counts import load_counts
 from .forks import ServerConversations
 from .records import check_budget, check_prompt_version
 from .writes import load_graph
@@ -120,4 +121,5 @@ async def open_conversation(
     if info is None and system is not None:
         graph.add_system(system)
         await chat._writes.commit()
+    await load_counts(store, conversation_id, chat.counter)
     return chat

@@ -1,7 +1,7 @@
 """The ``agents-state-ext`` command line (Click + rich).
 
 ``demo`` and ``chat`` talk; ``inspect`` and ``export`` read a store (never changing it);
-``import`` and ``delete`` write one.
+``import`` and ``delete`` write one; ``serve`` runs the chat API over HTTP.
 
 Bad input — a missing file, an unknown conversation or node id, a budget that is not a positive
 integer — prints one ``error: ...`` line to stderr and exits non-zero; never a traceback.
@@ -19,6 +19,7 @@ from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect import inspect
+from .serve import serve
 from .transfer import delete, export, import_
 
 __all__ = ["main"]
@@ -75,3 +76,4 @@ main.add_command(inspect)
 main.add_command(export)
 main.add_command(import_)
 main.add_command(delete)
+main.add_command(serve)

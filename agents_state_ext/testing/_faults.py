@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
 
 __all__ = ["Fault", "FaultKind"]
 
@@ -99,6 +99,22 @@ class Fault:
     def delay(cls, seconds: float, *, commit: bool = False) -> Fault:
         """Answer normally, ``seconds`` later (``commit`` changes nothing: the answer arrives)."""
         return cls("delay", commit=commit, seconds=seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This fault as JSON-ready data, e.g. for ``MockServer``; :meth:`from_dict` reads it."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["headers"] = dict(self.headers) if self.headers is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Fault:
+        """The fault that :meth:`to_dict` wrote; ``ValueError`` on an unknown kind or field."""
+        if data.get("kind") not in get_args(FaultKind):
+            raise ValueError(f"unknown fault kind {data.get('kind')!r}")
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown fault fields: {sorted(unknown)}")
+        return cls(**data)
 
     def resolved_error_type(self) -> str:
         """The ``type`` of the error body for a status fault."""

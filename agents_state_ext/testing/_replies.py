@@ -6,7 +6,7 @@ import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ._items import item_text
@@ -151,6 +151,31 @@ class Reply:
             delay=max(self.delay, other.delay),
             usage=other.usage if other.usage is not None else self.usage,
             status=other.status,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """This reply as JSON-ready data, e.g. for ``MockServer``; :meth:`from_dict` reads it."""
+        return {
+            "output": copy.deepcopy(list(self.output)),
+            "chunks": [list(c) if c is not None else None for c in self.chunks],
+            "delay": self.delay,
+            "usage": asdict(self.usage) if self.usage is not None else None,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reply:
+        """The reply that :meth:`to_dict` wrote; ``ValueError`` on an unknown ``status``."""
+        status = data.get("status", "completed")
+        if status not in ("completed", "incomplete"):
+            raise ValueError(f"unknown reply status {status!r}")
+        usage = data.get("usage")
+        return cls(
+            output=tuple(copy.deepcopy(dict(item)) for item in data["output"]),
+            chunks=tuple(tuple(c) if c is not None else None for c in data.get("chunks") or ()),
+            delay=float(data.get("delay", 0.0)),
+            usage=Usage(**usage) if usage is not None else None,
+            status="incomplete" if status == "incomplete" else "completed",
         )
 
     def as_incomplete(self) -> Reply:

@@ -1,0 +1,193 @@
+"""``agents-state-ext serve``: the chat API over HTTP on uvicorn, answers streamed as SSE.
+
+Defaults: a SQLite file (``agents-state-ext.db`` here), the offline mock model unless
+``OPENAI_API_KEY`` is set, loopback only. Starlette and uvicorn load only when it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from ..chat import STRATEGIES
+
+if TYPE_CHECKING:
+    from ..server.config import ServeSettings
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+@click.option(
+    "--store",
+    "store_url",
+    default="agents-state-ext.db",
+    show_default=True,
+    envvar="AGENTS_STATE_EXT_STORE",
+    help="Store URL: a SQLite file, sqlite:///…, postgresql://…, redis://….",
+)
+@click.option(
+    "--redis",
+    "redis_url",
+    envvar="AGENTS_STATE_EXT_REDIS",
+    help="Redis URL of the stop bus (needed with --workers > 1).",
+)
+@click.option("--workers", default=1, show_default=True, type=int, help="Worker processes.")
+@click.option(
+    "--token",
+    "tokens",
+    multiple=True,
+    metavar="USER=SECRET",
+    help="Require `Authorization: Bearer SECRET` (repeatable; env AGENTS_STATE_EXT_TOKENS).",
+)
+@click.option(
+    "--mock-url",
+    envvar="AGENTS_STATE_EXT_MOCK_URL",
+    help="Base URL of a mock Responses API server (…/v1) to answer with.",
+)
+@click.option("--model", default="gpt-4.1", show_default=True, help="Model name.")
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="previous_response",
+    show_default=True,
+    help="Strategy of new conversations (a request may choose another).",
+)
+@click.option(
+    "--lease-ttl",
+    type=float,
+    default=15.0,
+    show_default=True,
+    envvar="AGENTS_STATE_EXT_LEASE_TTL",
+    help="Seconds before a dead worker's hold on a conversation lapses.",
+)
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+def serve(
+    host: str,
+    port: int,
+    store_url: str,
+    redis_url: str | None,
+    workers: int,
+    tokens: tuple[str, ...],
+    mock_url: str | None,
+    model: str,
+    strategy: str,
+    lease_ttl: float,
+    log_level: str,
+) -> None:
+    """Serve the chat API (docs/serve.md): create, send, stop, retry, edit, switch, ...
+
+    Without OPENAI_API_KEY the answers come from an offline mock. Listening beyond loopback
+    needs --token; several workers need --redis and a shared store. Each option may also be
+    set as AGENTS_STATE_EXT_<NAME> (AGENTS_STATE_EXT_NAMESPACE: the Redis channel prefix).
+    """
+    from ..server.auth import parse_tokens
+    from ..server.config import ServeSettings
+
+    try:
+        base = ServeSettings.from_env()  # the tokens and the namespace, unless given here
+        settings = base.replace(
+            host=host,
+            port=port,
+            store=store_url,
+            redis=redis_url,
+            workers=workers,
+            tokens=parse_tokens(tokens) if tokens else base.tokens,
+            mock_url=mock_url,
+            model=model,
+            strategy=strategy,
+            lease_ttl=lease_ttl,
+        )
+        starts_mock = settings.workers > 1 and settings.model_source == "offline"
+        # with several workers and no model, serve starts the mock they share (below)
+        (settings.replace(mock_url="(started by serve)") if starts_mock else settings).check()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    _preflight(settings)
+    with _shared_mock(settings) as url:
+        if url is not None:
+            settings = settings.replace(mock_url=url)
+        _run(settings, log_level)
+
+
+def _preflight(settings: ServeSettings) -> None:
+    """Open the store (creating or migrating its schema once) and reach Redis, before workers."""
+    import asyncio
+
+    from ..server.stops import RedisStopBus
+    from ..stores import open_store
+
+    async def check() -> None:
+        store = await open_store(settings.store)
+        await store.aclose()
+        if settings.redis:
+            bus = await RedisStopBus.connect(settings.redis, namespace=settings.namespace)
+            await bus.aclose()
+
+    asyncio.run(check())
+
+
+@contextlib.contextmanager
+def _shared_mock(settings: ServeSettings) -> Iterator[str | None]:
+    """With several workers and no model, one mock server process they all talk to."""
+    if settings.workers == 1 or settings.model_source != "offline":
+        yield None
+        return
+    command = [
+        sys.executable,
+        "-m",
+        "agents_state_ext.testing",
+        "serve-mock",
+        "--model",
+        settings.model,
+        "--echo-delay",
+        "0.05",
+        "--parent-pid",
+        str(os.getpid()),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise click.ClickException("the offline mock server did not start")
+        click.echo(f"offline mock server at {url}", err=True)
+        yield url
+    finally:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+        if process.poll() is None:
+            process.kill()
+
+
+def _run(settings: ServeSettings, log_level: str) -> None:
+    import uvicorn
+
+    os.environ.update(settings.to_env())
+    where = "OpenAI API" if settings.model_source == "openai" else "offline mock"
+    if settings.model_source == "mock-server":
+        where = f"mock server {settings.mock_url}"
+    auth = f"{len(settings.tokens)} token(s)" if settings.tokens else "no auth (loopback)"
+    click.echo(
+        f"agents-state-ext serve: http://{settings.host}:{settings.port} · {settings.workers} "
+        f"worker(s) · model: {where} · {auth}",
+        err=True,
+    )
+    uvicorn.run(
+        "agents_state_ext.server.app:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+    )

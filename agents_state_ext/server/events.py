@@ -1,0 +1,138 @@
+"""What the server sends: typed SSE events, and errors as JSON with their HTTP status.
+
+An answer streams as Server-Sent Events, each ``event: <name>`` with one ``data:`` line of
+JSON:
+
+==============  ===============================================================
+``attempt``     ``{attempt_id, message_id, user_id, status}``: the attempt's start is stored
+                (``queued``); again whenever its status changes (``streaming``, ...)
+``delta``       ``{text}``: the next piece of the answer's text
+``tool_call``   ``{call_id, name, arguments}``: the model called a tool
+``tool_result`` ``{call_id, output}``: the tool answered
+``record``      the final :class:`~agents_state_ext.AttemptRecord` as a dict (last event)
+``error``       ``{type, message, status, attempt_id, record}`` (last event): the attempt
+                failed (``record`` is its stored record, ``None`` if nothing was stored)
+==============  ===============================================================
+
+A stream always ends with ``record`` or ``error``. Lines starting with ``:`` are keep-alive
+comments. Every other answer is JSON; an error is ``{"error": {"type", "message"}}`` with the
+status :func:`error_status` gives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import openai
+
+from ..errors import (
+    ApprovalPendingError,
+    AttemptNotFoundError,
+    ConcurrentUpdateError,
+    ContextOverflowError,
+    ConversationNotFoundError,
+    InvalidTargetError,
+    InvalidTransitionError,
+    NodeNotFoundError,
+    StateExtError,
+)
+
+__all__ = [
+    "EVENT_NAMES",
+    "HTTPError",
+    "ServerEvent",
+    "error_body",
+    "error_status",
+    "keep_alive",
+]
+
+EventName = Literal["attempt", "delta", "tool_call", "tool_result", "record", "error"]
+EVENT_NAMES: tuple[EventName, ...] = (
+    "attempt",
+    "delta",
+    "tool_call",
+    "tool_result",
+    "record",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """One SSE event: its name and its JSON data."""
+
+    event: EventName
+    data: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The event as SSE bytes (one ``data:`` line: JSON never holds a raw newline)."""
+        text = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        return f"event: {self.event}\ndata: {text}\n\n".encode()
+
+    @property
+    def final(self) -> bool:
+        """Whether the stream ends with this event."""
+        return self.event in ("record", "error")
+
+
+def keep_alive() -> bytes:
+    """An SSE comment: keeps proxies from closing a stream that waits on a slow model."""
+    return b": keep-alive\n\n"
+
+
+class HTTPError(Exception):
+    """An error the server answers with a fixed status (not found, unauthorized, busy, ...).
+
+    ``kind`` is the ``type`` of the JSON error body.
+    """
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+# Checked in order: the first class an error is an instance of gives its status.
+_STATUSES: tuple[tuple[type[BaseException], int], ...] = (
+    (ConversationNotFoundError, 404),
+    (AttemptNotFoundError, 404),
+    (NodeNotFoundError, 404),
+    (ContextOverflowError, 422),
+    (ConcurrentUpdateError, 409),  # also ConversationBusyError, LeaseLostError
+    (ApprovalPendingError, 409),
+    (InvalidTransitionError, 409),
+    (InvalidTargetError, 400),
+    (openai.APIError, 502),  # the model's API failed: the server is a gateway to it
+    (StateExtError, 400),
+    (ValueError, 400),
+    (TypeError, 400),
+)
+
+
+def error_status(error: BaseException) -> int:
+    """The HTTP status of an error: 404 unknown, 409 busy or conflict, 422 overflow, ...
+
+    500 for what is not a known kind of error.
+    """
+    if isinstance(error, HTTPError):
+        return error.status
+    for kind, status in _STATUSES:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def error_body(error: BaseException) -> dict[str, Any]:
+    """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type)."""
+    kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
+    status = error_status(error)
+    message = _message(error) if status != 500 else "internal server error"
+    return {"error": {"type": kind, "message": message}}
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, KeyError) and len(error.args) == 1:
+        return str(error.args[0])  # str() of a KeyError adds quotes
+    return " ".join(str(error).split()) or type(error).__name__

@@ -1,0 +1,257 @@
+"""``ChatServer``: the handlers behind the routes, one worker serving a store's conversations.
+
+Each handler finds the user (:mod:`.auth`), refuses a conversation that is not theirs as
+unknown (404), opens the conversation from the store for this one request, and leaves every
+change to the :class:`~.driver.Driver` (lease, stop bus, recovery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from agents import Agent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
+from ..chat.records import check_budget
+from ..errors import ConversationNotFoundError
+from ..housekeeping import delete_conversation
+from ..stores import ConversationStore, export_conversation
+from .auth import TokenAuth
+from .body import read_body
+from .driver import Driver, OpenChat
+from .leases import LeaseManager
+from .stops import StopBus
+from .views import conversation_view, diff_view, node_view, tree_view
+
+__all__ = ["AgentFactory", "ChatServer"]
+
+AgentFactory = Callable[[str, str], "Agent[Any] | Awaitable[Agent[Any]]"]
+"""``factory(user, conversation_id)``: the agent that answers that user's conversation."""
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class ChatServer:
+    """The handlers behind the routes: one worker serving conversations of a store."""
+
+    def __init__(
+        self,
+        *,
+        store: ConversationStore,
+        agent: Agent[Any] | None,
+        agent_factory: AgentFactory | None,
+        stop_bus: StopBus,
+        leases: LeaseManager,
+        auth: TokenAuth,
+        strategy: str,
+        chat_options: Mapping[str, Any],
+        stop_timeout: float,
+        keep_alive: float,
+    ) -> None:
+        self.store = store
+        self.auth = auth
+        self.strategy = strategy
+        self.driver = Driver(store, leases, stop_bus, stop_timeout=stop_timeout)
+        self._agent = agent
+        self._agent_factory = agent_factory
+        self._options = dict(chat_options)
+        self._keep_alive = keep_alive
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id, also sent as the ``X-Worker-Id`` header of every answer."""
+        return self.driver.worker_id
+
+    async def aclose(self) -> None:
+        """Stop the attempts this worker streams (stored as ``cancelled``) and wait for them."""
+        await self.driver.aclose()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _owned(self, request: Request) -> tuple[str, str]:
+        """The user and the conversation of a request; 404 unless that user owns it."""
+        user = await self.auth.user(request)
+        conversation_id = request.path_params["conversation_id"]
+        try:
+            info = await self.store.get_conversation(conversation_id)
+        except ConversationNotFoundError:
+            info = None
+        if info is None or info.meta.get("owner") != user:  # not yours reads as unknown
+            raise ConversationNotFoundError(f"no conversation {conversation_id!r}")
+        return user, conversation_id
+
+    def _opener(self, user: str, *, answering: bool = False) -> OpenChat:
+        async def open_chat(conversation_id: str) -> Conversation:
+            agent = await self._agent_for(user, conversation_id) if answering else None
+            return await open_conversation(
+                self.store, conversation_id, agent=agent, create=False, **self._options
+            )
+
+        return open_chat
+
+    async def _agent_for(self, user: str, conversation_id: str) -> Agent[Any]:
+        if self._agent_factory is None:
+            assert self._agent is not None
+            return self._agent
+        agent = self._agent_factory(user, conversation_id)
+        return agent if isinstance(agent, Agent) else await agent
+
+    async def _read(self, request: Request) -> Conversation:
+        user, conversation_id = await self._owned(request)
+        return await self._opener(user)(conversation_id)
+
+    async def _answer(
+        self, user: str, conversation_id: str, act: Callable[[Conversation], Attempt]
+    ) -> Response:
+        """Start ``act(chat)`` under the lease; its answer as an SSE stream."""
+        run = await self.driver.start(conversation_id, self._opener(user, answering=True), act)
+        return StreamingResponse(
+            run.stream(keep_alive_every=self._keep_alive),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+
+    # -- conversations -------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "worker_id": self.worker_id})
+
+    async def create(self, request: Request) -> Response:
+        user = await self.auth.user(request)
+        body = await read_body(request)
+        strategy = body.text("strategy", default=self.strategy)
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+            )
+        budget = check_budget(body.get("budget"))
+        system = body.text("system", default=None)
+        chat = await open_conversation(
+            self.store,
+            strategy=strategy,
+            system=system,
+            budget=budget,
+            **self._options,
+        )
+        await self.store.update_conversation_meta(chat.id, {"owner": user})
+        return JSONResponse(
+            {"id": chat.id, "strategy": chat.strategy, "budget": chat.budget}, status_code=201
+        )
+
+    async def list(self, request: Request) -> Response:
+        user = await self.auth.user(request)
+        mine = []
+        for conversation_id in await self.store.list_conversations():
+            try:
+                info = await self.store.get_conversation(conversation_id)
+            except ConversationNotFoundError:
+                continue  # deleted meanwhile
+            if info.meta.get("owner") == user:
+                mine.append(
+                    {"id": info.id, "strategy": info.strategy, "created_at": info.created_at}
+                )
+        return JSONResponse({"conversations": mine})
+
+    async def show(self, request: Request) -> Response:
+        return JSONResponse(conversation_view(await self._read(request)))
+
+    async def delete(self, request: Request) -> Response:
+        _, conversation_id = await self._owned(request)
+        leases = self.driver.leases
+        async with leases.hold(conversation_id):
+            await delete_conversation(self.store, conversation_id)
+        await leases.forget(conversation_id)
+        return JSONResponse({"deleted": conversation_id})
+
+    async def export(self, request: Request) -> Response:
+        _, conversation_id = await self._owned(request)
+        return JSONResponse(await export_conversation(self.store, conversation_id))
+
+    # -- answering -----------------------------------------------------------------------------
+
+    async def send(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        body = await read_body(request)
+        content, stream = body.content("content"), body.flag("stream", True)
+        return await self._answer(
+            user, conversation_id, lambda chat: chat.send(content, stream=stream)
+        )
+
+    async def retry(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        body = await read_body(request)
+        user_id, stream = body.text("user_id", default=None), body.flag("stream", True)
+        return await self._answer(
+            user, conversation_id, lambda chat: chat.retry(user_id, stream=stream)
+        )
+
+    async def edit(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        body = await read_body(request)
+        user_id, content = body.text("user_id"), body.content("content")
+        stream = body.flag("stream", True)
+        return await self._answer(
+            user, conversation_id, lambda chat: chat.edit(user_id, content, stream=stream)
+        )
+
+    async def resume(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        stream = (await read_body(request)).flag("stream", True)
+        return await self._answer(user, conversation_id, lambda chat: chat.resume(stream=stream))
+
+    async def approvals(self, request: Request) -> Response:
+        chat = await self._read(request)
+        return JSONResponse({"approvals": [a.to_dict() for a in await chat.pending_approvals()]})
+
+    async def decide(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        body = await read_body(request)
+        decision = body.text("decision")
+        if decision not in ("approved", "rejected"):
+            raise ValueError(f"decision is 'approved' or 'rejected', got {decision!r}")
+        call_id = body.text("call_id", default=None)
+        always = body.flag("always", False)
+        message = body.text("message", default=None)
+        async with self.driver.session(conversation_id, self._opener(user)) as chat:
+            if decision == "approved":
+                decided = await chat.approve(call_id, always=always)
+            else:
+                decided = await chat.reject(call_id, message=message, always=always)
+        return JSONResponse({"approvals": [a.to_dict() for a in decided]})
+
+    async def stop(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        record = await self.driver.stop(conversation_id, self._opener(user))
+        return JSONResponse(record.to_dict())
+
+    async def switch(self, request: Request) -> Response:
+        user, conversation_id = await self._owned(request)
+        node_id = (await read_body(request)).text("node_id")
+        async with self.driver.session(conversation_id, self._opener(user)) as chat:
+            await chat.switch(node_id)
+            path = [node_view(n, chat.graph) for n in chat.active_path()]
+        return JSONResponse({"active_leaf": chat.graph.active_leaf, "active_path": path})
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def tree(self, request: Request) -> Response:
+        return JSONResponse(tree_view(await self._read(request)))
+
+    async def attempts(self, request: Request) -> Response:
+        chat = await self._read(request)
+        message_id = request.query_params.get("message_id")
+        return JSONResponse({"attempts": [r.to_dict() for r in await chat.attempts(message_id)]})
+
+    async def attempt(self, request: Request) -> Response:
+        chat = await self._read(request)
+        return JSONResponse((await chat.record(request.path_params["ref"])).to_dict())
+
+    async def explain(self, request: Request) -> Response:
+        chat = await self._read(request)
+        first, second = request.query_params.get("a"), request.query_params.get("b")
+        if not first or not second:
+            raise ValueError("explain needs two attempts: ?a=ID&b=ID (attempt or message ids)")
+        return JSONResponse(diff_view(await chat.explain(first, second)))

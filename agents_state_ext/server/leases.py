@@ -1,0 +1,404 @@
+"""Per-conversation leases: at most one worker drives a conversation at a time.
+
+A lease is a record kept with the store's :class:`~agents_state_ext.stores.LedgerStore`
+capability under the key ``lease:<conversation id>`` and written only by compare-and-set on its
+version, so every worker of every process sees the same holder (the record's ``holder`` is the
+worker id; its blob is JSON ``{worker_id, event, at, took_over_from}``). Use one
+:class:`LeaseManager` per worker process: it also refuses a second driver inside the process.
+
+- **acquire**: a lease that is free, released, or *lapsed* (its holder did not renew it before
+  ``held_until``) is taken; one that another worker holds and renews is
+  :class:`ConversationBusyError` (HTTP 409), before anything is sent. Taking over a lapsed
+  lease sets :attr:`Lease.took_over_from`: that worker may have died mid-attempt, so the
+  new holder closes what it left in flight (``recovery.close_interrupted``).
+- **fencing token**: :attr:`Lease.token` is the version this worker wrote. Renewing and
+  releasing are compare-and-set on it, so a worker whose lease was taken over can no longer
+  renew (:class:`~agents_state_ext.errors.ConcurrentUpdateError`) or release it.
+- **hold**: ``async with leases.hold(conversation_id) as held:`` acquires, renews every
+  ``ttl / 3`` in the background and releases on exit. A renewal that finds the lease taken
+  over (or cannot renew it before it lapses) marks it lost: ``held.lost`` turns true,
+  ``await held.wait_lost()`` returns, ``held.check()`` raises :class:`LeaseLostError` and the
+  ``on_lost`` callback runs. The holder must then stop its attempt: another worker may be
+  driving the conversation already.
+
+The store's head compare-and-set still guards every graph write; the lease is what keeps a
+second worker from sending a second request for the same turn. Leases are compared with each
+machine's clock (``time.time`` by default): workers' clocks must agree to well within ``ttl``.
+A lease record outlives its conversation (``delete_conversation`` does not know its key); call
+:meth:`LeaseManager.forget` after deleting one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+
+from ..errors import ConcurrentUpdateError, StoreError
+from ..stores.base import LedgerRecord, LedgerStore
+
+__all__ = [
+    "ConversationBusyError",
+    "HeldLease",
+    "Lease",
+    "LeaseLostError",
+    "LeaseManager",
+    "lease_key",
+]
+
+logger = logging.getLogger(__name__)
+
+_ACQUIRE_TRIES = 5  # compare-and-set rounds against other workers racing for a free lease
+
+
+class ConversationBusyError(ConcurrentUpdateError):
+    """Another live worker drives the conversation (HTTP 409); nothing was sent."""
+
+
+class LeaseLostError(ConcurrentUpdateError):
+    """This worker's lease lapsed or was taken over while it held it: stop driving."""
+
+
+def lease_key(conversation_id: str) -> str:
+    """The ledger key a conversation's lease is kept under."""
+    return f"lease:{conversation_id}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One worker's hold on one conversation, as of the write that took or renewed it.
+
+    ``token`` is the version of the lease record that write produced (the fencing token):
+    it grows on every acquire, renewal and release, so an older token never wins again.
+    ``expires_at`` is the ``clock`` time the hold lapses without a renewal. ``took_over_from``
+    names the worker whose lapsed lease this one replaced (``None`` after a clean release):
+    that worker may have died mid-attempt.
+    """
+
+    conversation_id: str
+    worker_id: str
+    token: int
+    expires_at: float
+    took_over_from: str | None = None
+
+
+class HeldLease:
+    """A lease kept by :meth:`LeaseManager.hold`: renewed in the background, watched for loss.
+
+    It reads like a :class:`Lease` (same attributes, always the latest renewal, see
+    :attr:`current`) and tells the holder when the lease is gone: :attr:`lost`,
+    :meth:`wait_lost`, :meth:`check`.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        self._current = lease
+        self._lost = asyncio.Event()
+        self._reason: str | None = None
+
+    @property
+    def current(self) -> Lease:
+        """The lease as last acquired or renewed (its ``token`` is the latest one)."""
+        return self._current
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation held."""
+        return self._current.conversation_id
+
+    @property
+    def worker_id(self) -> str:
+        """This worker."""
+        return self._current.worker_id
+
+    @property
+    def token(self) -> int:
+        """The latest fencing token (see :attr:`Lease.token`)."""
+        return self._current.token
+
+    @property
+    def expires_at(self) -> float:
+        """When the hold lapses unless renewed again."""
+        return self._current.expires_at
+
+    @property
+    def took_over_from(self) -> str | None:
+        """The worker whose lapsed lease was replaced on acquire (see :class:`Lease`)."""
+        return self._current.took_over_from
+
+    @property
+    def lost(self) -> bool:
+        """True once a renewal found the lease taken over, or could not renew it in time."""
+        return self._lost.is_set()
+
+    async def wait_lost(self) -> None:
+        """Return when the lease is lost (race it against the attempt to stop it then)."""
+        await self._lost.wait()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease is lost; call it before each write."""
+        if self._reason is not None:
+            raise LeaseLostError(self._reason)
+
+    def _renewed(self, lease: Lease) -> None:
+        self._current = lease
+
+    def _mark_lost(self, reason: str) -> bool:
+        if self._lost.is_set():
+            return False
+        self._reason = reason
+        self._lost.set()
+        return True
+
+    def __repr__(self) -> str:
+        return f"HeldLease({self._current!r}, lost={self.lost})"
+
+
+def _lease_of(lease: Lease | HeldLease) -> Lease:
+    return lease.current if isinstance(lease, HeldLease) else lease
+
+
+class LeaseManager:
+    """Acquire, renew and release conversation leases for one worker (see the module).
+
+    ``worker_id`` must be unique among live workers (a process that restarts may reuse its
+    id: its previous incarnation's unreleased leases are then taken over like any lapsed
+    one). ``ttl`` is how long a hold lasts without a renewal; ``clock`` gives the time leases
+    are stamped and compared with (tests move it instead of sleeping).
+    """
+
+    def __init__(
+        self,
+        store: object,
+        *,
+        worker_id: str,
+        ttl: float = 15.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(store, LedgerStore):
+            raise StoreError(f"{type(store).__name__} cannot keep leases (no LedgerStore)")
+        if not isinstance(worker_id, str) or not worker_id:
+            raise ValueError(f"worker_id must be non-empty text, got {worker_id!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
+            raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        self.store: LedgerStore = store
+        self.worker_id = worker_id
+        self.ttl = float(ttl)
+        self._clock = clock
+        # conversation id -> (token, lapse time) of this process's own lease on it: a second
+        # acquire by this same worker (another request in the process) is busy too.
+        self._local: dict[str, tuple[int, float]] = {}
+
+    async def acquire(self, conversation_id: str) -> Lease:
+        """Take the conversation's lease for this worker.
+
+        ``ConversationBusyError`` when another worker (or another task of this one) holds it
+        and it has not lapsed.
+        """
+        key = lease_key(conversation_id)
+        for _ in range(_ACQUIRE_TRIES):
+            now = self._clock()
+            if self._local.get(conversation_id, (0, now))[1] > now:
+                raise ConversationBusyError(
+                    f"conversation {conversation_id!r} is already being driven by this worker "
+                    f"({self.worker_id}); nothing was sent"
+                )
+            record = await self.store.get_ledger(key)
+            if record is not None and _live(record, now):
+                assert record.holder is not None
+                if record.holder != self.worker_id:
+                    raise ConversationBusyError(
+                        f"conversation {conversation_id!r} is being driven by worker "
+                        f"{record.holder} until {record.held_until:.3f} (now {now:.3f}); "
+                        "nothing was sent"
+                    )
+            # Free, released, lapsed, or this worker's own id left by an earlier incarnation.
+            took_over = record.holder if record is not None else None
+            expires = now + self.ttl
+            blob = _blob(self.worker_id, "acquired", now, took_over)
+            try:
+                token = await self.store.put_ledger(
+                    key,
+                    blob,
+                    expected_version=record.version if record is not None else 0,
+                    holder=self.worker_id,
+                    held_until=expires,
+                )
+            except ConcurrentUpdateError:
+                continue  # another worker wrote it meanwhile: read again
+            self._local[conversation_id] = (token, expires)
+            return Lease(conversation_id, self.worker_id, token, expires, took_over)
+        raise ConversationBusyError(
+            f"conversation {conversation_id!r}: other workers kept taking its lease in "
+            f"{_ACQUIRE_TRIES} tries; nothing was sent"
+        )
+
+    async def renew(self, lease: Lease | HeldLease) -> Lease:
+        """Extend the lease by ``ttl`` from now; the renewed lease (with a new token).
+
+        ``ConcurrentUpdateError`` when the lease was taken over or released meanwhile.
+        """
+        held = _lease_of(lease)
+        self._check_own(held)
+        now = self._clock()
+        expires = now + self.ttl
+        blob = _blob(self.worker_id, "renewed", now, held.took_over_from)
+        try:
+            token = await self.store.put_ledger(
+                lease_key(held.conversation_id),
+                blob,
+                expected_version=held.token,
+                holder=self.worker_id,
+                held_until=expires,
+            )
+        except ConcurrentUpdateError as exc:
+            self._forget_local(held)
+            raise ConcurrentUpdateError(
+                f"the lease of worker {self.worker_id} on conversation "
+                f"{held.conversation_id!r} was taken over or released (token {held.token} is "
+                "stale)"
+            ) from exc
+        if self._local.get(held.conversation_id, (0, 0.0))[0] == held.token:
+            self._local[held.conversation_id] = (token, expires)
+        return replace(held, token=token, expires_at=expires)
+
+    async def release(self, lease: Lease | HeldLease) -> None:
+        """Give the lease up now; nothing happens if it was already lost."""
+        held = _lease_of(lease)
+        self._check_own(held)
+        self._forget_local(held)
+        blob = _blob(self.worker_id, "released", self._clock(), None)
+        with contextlib.suppress(ConcurrentUpdateError):
+            await self.store.put_ledger(
+                lease_key(held.conversation_id),
+                blob,
+                expected_version=held.token,
+                holder=None,
+                held_until=None,
+            )
+
+    def hold(
+        self,
+        conversation_id: str,
+        *,
+        on_lost: Callable[[HeldLease], object] | None = None,
+    ) -> AbstractAsyncContextManager[HeldLease]:
+        """Acquire the lease, renew it every ``ttl / 3`` in the background, release it on exit.
+
+        ``ConversationBusyError`` on entry when another live worker holds it. When a renewal
+        finds the lease taken over, or has failed until the lease lapsed, the lease is marked
+        lost (see :class:`HeldLease`) and ``on_lost(held)`` is called once, from the renewal
+        task: make it cheap (cancel a task, set a flag). The release on exit never masks the
+        block's own error: a release the store refuses is logged and the lease lapses.
+        """
+        return self._hold(conversation_id, on_lost)
+
+    @contextlib.asynccontextmanager
+    async def _hold(
+        self, conversation_id: str, on_lost: Callable[[HeldLease], object] | None
+    ) -> AsyncIterator[HeldLease]:
+        held = HeldLease(await self.acquire(conversation_id))
+        done = asyncio.Event()
+        renewal = asyncio.get_running_loop().create_task(self._keep(held, on_lost, done))
+        try:
+            yield held
+        finally:
+            # Not cancelled: a renewal cut off mid-write could leave the lease renewed under a
+            # token this holder never learnt, held by nobody until it lapses.
+            done.set()
+            await asyncio.gather(renewal, return_exceptions=True)
+            try:  # even when lost: a compare-and-set on the token, a no-op if taken over
+                await self.release(held.current)
+            except Exception as exc:  # a store outage must not mask the block's outcome
+                self._forget_local(held.current)
+                logger.warning(
+                    "could not release the lease on conversation %r (it will lapse): %s",
+                    conversation_id,
+                    exc,
+                )
+
+    async def _keep(
+        self,
+        held: HeldLease,
+        on_lost: Callable[[HeldLease], object] | None,
+        done: asyncio.Event,
+    ) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(done.wait(), self.ttl / 3)
+            if done.is_set():
+                return
+            try:
+                held._renewed(await self.renew(held.current))
+                continue
+            except ConcurrentUpdateError as exc:
+                reason = str(exc)
+            except Exception as exc:  # the store is unreachable: try again until the lease lapses
+                if self._clock() < held.expires_at:
+                    logger.warning(
+                        "could not renew the lease on conversation %r: %s",
+                        held.conversation_id,
+                        exc,
+                    )
+                    continue
+                reason = (
+                    f"the lease of worker {self.worker_id} on conversation "
+                    f"{held.conversation_id!r} lapsed: it could not be renewed ({exc})"
+                )
+            if held._mark_lost(reason) and on_lost is not None:
+                try:
+                    on_lost(held)
+                except Exception:  # the callback's bug must not hide the loss itself
+                    logger.exception("on_lost callback failed for %r", held.conversation_id)
+            return
+
+    async def holder(self, conversation_id: str) -> Lease | None:
+        """The live lease on the conversation (any worker's), or ``None`` when nobody holds it."""
+        record = await self.store.get_ledger(lease_key(conversation_id))
+        if record is None or not _live(record, self._clock()):
+            return None
+        assert record.holder is not None and record.held_until is not None
+        return Lease(
+            conversation_id,
+            record.holder,
+            record.version,
+            record.held_until,
+            _took_over_from(record.blob),
+        )
+
+    async def forget(self, conversation_id: str) -> None:
+        """Delete the conversation's lease record (after deleting the conversation)."""
+        self._local.pop(conversation_id, None)
+        await self.store.delete_ledger(lease_key(conversation_id))
+
+    def _check_own(self, lease: Lease) -> None:
+        if lease.worker_id != self.worker_id:
+            raise ValueError(
+                f"lease of worker {lease.worker_id} handed to the LeaseManager of {self.worker_id}"
+            )
+
+    def _forget_local(self, lease: Lease) -> None:
+        if self._local.get(lease.conversation_id, (0, 0.0))[0] == lease.token:
+            del self._local[lease.conversation_id]
+
+
+def _blob(worker_id: str, event: str, at: float, took_over_from: str | None) -> str:
+    return json.dumps(
+        {"worker_id": worker_id, "event": event, "at": at, "took_over_from": took_over_from}
+    )
+
+
+def _took_over_from(blob: str) -> str | None:
+    try:
+        value = json.loads(blob).get("took_over_from")
+    except (ValueError, AttributeError):
+        return None  # written by something else: the holder is still known from the record
+    return value if isinstance(value, str) else None
+
+
+def _live(record: LedgerRecord, now: float) -> bool:
+    return record.holder is not None and record.held_until is not None and record.held_until > now

@@ -1,0 +1,114 @@
+"""Closing the attempts a dead worker left in flight, so the user can see them and retry.
+
+A worker that dies mid-attempt leaves its assistant node ``queued`` or ``streaming`` in the
+store, and its attempt record not final. Once its lease has lapsed, the next worker that takes
+the conversation (:attr:`~agents_state_ext.server.leases.Lease.took_over_from` set) calls
+:func:`close_interrupted`: every such attempt is closed as ``failed`` with what it had streamed
+kept, marked ``interrupted``. An attempt paused for tool approval is left alone: its run is
+stored and it can be resumed.
+
+Only the lease holder may call it: the head compare-and-set it commits under does not fence
+node writes (the head does not move), so a worker still streaming the attempt could otherwise
+end it in between. The lease is what guarantees the previous driver is gone.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+
+from ..attempts import AttemptRecord
+from ..errors import ConcurrentUpdateError
+from ..graph import ConversationGraph
+from ..nodes import Node
+from ..stores.base import ConversationStore
+
+__all__ = ["IN_FLIGHT", "close_interrupted"]
+
+IN_FLIGHT = ("queued", "streaming")
+"""Node and record statuses of an attempt still running (a paused one is not: it can resume)."""
+
+_TRIES = 5  # compare-and-set rounds against other writers of the same conversation
+
+
+async def close_interrupted(
+    store: ConversationStore,
+    conversation_id: str,
+    *,
+    reason: str,
+    clock: Callable[[], float] = time.time,
+) -> list[str]:
+    """Close every attempt of the conversation left in flight; the attempt ids closed.
+
+    Each one's node turns ``failed`` with its partial output kept, ``meta["interrupted"]``
+    true and ``meta["error"]`` ``reason``; its record turns ``failed`` with error
+    ``"interrupted: <reason>"`` and ``finished_at`` set (a record that was never stored is
+    written). An attempt an edit invalidated while it ran keeps its node ``invalid`` (with the
+    same marks) and gets its record closed. Everything goes in one commit that leaves the head
+    where it is, retried when another writer moves the head meantime
+    (``ConcurrentUpdateError`` after a few tries). Nothing in flight: nothing is written.
+    """
+    for _ in range(_TRIES):
+        graph = await store.load_graph(conversation_id)
+        head = graph.active_leaf
+        records = {r.attempt_id: r for r in await store.list_attempts(conversation_id)}
+        nodes, closed = _close(graph, records, reason, clock)
+        if not closed:
+            return []
+        try:
+            await store.commit(
+                conversation_id, nodes, expected_head=head, new_head=head, attempts=closed
+            )
+        except ConcurrentUpdateError:
+            continue  # a new turn landed in between: read again
+        return [record.attempt_id for record in closed]
+    raise ConcurrentUpdateError(
+        f"conversation {conversation_id!r} kept changing in {_TRIES} tries; its interrupted "
+        "attempts were not closed"
+    )
+
+
+def _close(
+    graph: ConversationGraph,
+    records: dict[str, AttemptRecord],
+    reason: str,
+    clock: Callable[[], float],
+) -> tuple[list[Node], list[AttemptRecord]]:
+    """The nodes and records that close ``graph``'s attempts left in flight."""
+    nodes: list[Node] = []
+    closed: list[AttemptRecord] = []
+    now = clock()
+    for node in graph.nodes():
+        if node.role != "assistant" or node.attempt_id is None:
+            continue
+        record = records.get(node.attempt_id)
+        if node.status in IN_FLIGHT:
+            graph.fail(node.id, reason)
+        elif not (node.status == "invalid" and record is not None and record.status in IN_FLIGHT):
+            continue  # ended, paused, or invalidated after it ended
+        else:
+            node.meta.setdefault("error", reason)
+        node.meta["finished_at"] = now
+        node.meta["interrupted"] = True
+        nodes.append(copy.deepcopy(node))
+        closed.append(_closed_record(node, record, reason, now))
+    return nodes, closed
+
+
+def _closed_record(
+    node: Node, record: AttemptRecord | None, reason: str, now: float
+) -> AttemptRecord:
+    if record is None:  # the worker died before its first commit of the record
+        record = AttemptRecord(
+            message_id=node.id,
+            attempt_id=str(node.attempt_id),
+            parent_user_id=node.parent_id,
+            request_id=node.request_id,
+        )
+    else:
+        record = copy.deepcopy(record)
+    record.status = "failed"
+    record.error = f"interrupted: {reason}"
+    record.finished_at = now
+    return record

@@ -1,0 +1,404 @@
+"""The stop bus: a stop asked on any worker reaches the worker that streams the attempt.
+
+The worker that streams an attempt watches its conversation for the length of the stream::
+
+    async with bus.watch(conversation_id) as watch:
+        stop = asyncio.ensure_future(watch.requested(attempt_id))
+        ...  # stream; when `stop` is done, stop the attempt
+
+and any worker asks for a stop with ``await bus.request_stop(conversation_id, attempt_id)``.
+Delivery is at most once and only to watches open when the request is published: a stop asked
+while nobody watches the conversation is not kept (the app checks the store for that case: an
+attempt still in flight there with no live lease on its conversation was left by a dead worker).
+
+- :class:`LocalStopBus`: in one process (one worker).
+- :class:`RedisStopBus`: Redis pub/sub, for several processes and machines. One pub/sub
+  connection per bus carries every watched conversation (channel
+  ``<namespace>:stop:<conversation id>``), subscribed while at least one watch is open; a
+  watch is returned only once Redis has confirmed its subscription, so a stop published after
+  ``watch()`` returned is delivered. Stops published while the connection is down are lost
+  (redis-py reconnects and resubscribes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "LocalStopBus",
+    "RedisStopBus",
+    "StopBus",
+    "StopWatch",
+]
+
+DEFAULT_NAMESPACE = "agents-state-ext"
+"""The channel prefix :class:`RedisStopBus` uses unless told otherwise (as ``RedisStore``)."""
+
+logger = logging.getLogger(__name__)
+
+_SUBSCRIBE_TIMEOUT = 10.0  # seconds Redis gets to confirm a subscription before watch() fails
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password, for error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = f"{parts.username or ''}:***@"
+        return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_id(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"a {what} is non-empty text, got {value!r}")
+    return value
+
+
+class StopWatch:
+    """The stop requests for one conversation that arrive while a watch is open.
+
+    Open one with :meth:`StopBus.watch`; deliveries stop when its ``async with`` ends.
+    """
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        self._received: list[str] = []
+        self._arrived = asyncio.Event()
+
+    @property
+    def received(self) -> list[str]:
+        """The attempt ids of every stop request delivered so far, in arrival order."""
+        return list(self._received)
+
+    async def requested(self, attempt_id: str | None = None) -> str:
+        """The attempt id of the first stop request delivered to this watch.
+
+        With ``attempt_id``: the first request for that attempt (stops for an earlier attempt
+        of the conversation are passed over). Returns at once if one already arrived.
+        """
+        while True:
+            arrived = self._arrived
+            for stop in self._received:
+                if attempt_id is None or stop == attempt_id:
+                    return stop
+            await arrived.wait()
+
+    def _deliver(self, attempt_id: str) -> None:
+        self._received.append(attempt_id)
+        arrived, self._arrived = self._arrived, asyncio.Event()
+        arrived.set()
+
+    def __repr__(self) -> str:
+        return f"StopWatch({self.conversation_id!r}, received={self._received!r})"
+
+
+@runtime_checkable
+class StopBus(Protocol):
+    """Carries stop requests from any worker to the worker that streams the attempt."""
+
+    async def request_stop(self, conversation_id: str, attempt_id: str) -> int:
+        """Ask whoever watches the conversation to stop ``attempt_id``.
+
+        How many receivers it reached (local: open watches; Redis: subscribed workers); ``0``
+        means nobody was watching and the request is gone.
+        """
+        ...
+
+    def watch(self, conversation_id: str) -> AbstractAsyncContextManager[StopWatch]:
+        """Receive the conversation's stop requests while the ``async with`` lasts."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the bus's resources; calling it twice is fine."""
+        ...
+
+
+class _Watches:
+    """Open watches by conversation id, shared by both buses."""
+
+    def __init__(self) -> None:
+        self._by_conversation: dict[str, set[StopWatch]] = {}
+
+    def add(self, watch: StopWatch) -> bool:
+        """Register ``watch``; true if it is the first of its conversation."""
+        watches = self._by_conversation.setdefault(watch.conversation_id, set())
+        watches.add(watch)
+        return len(watches) == 1
+
+    def remove(self, watch: StopWatch) -> bool:
+        """Unregister ``watch``; true if it was the last of its conversation."""
+        watches = self._by_conversation.get(watch.conversation_id)
+        if watches is None or watch not in watches:
+            return False
+        watches.discard(watch)
+        if watches:
+            return False
+        del self._by_conversation[watch.conversation_id]
+        return True
+
+    def deliver(self, conversation_id: str, attempt_id: str) -> int:
+        watches = list(self._by_conversation.get(conversation_id, ()))
+        for watch in watches:
+            watch._deliver(attempt_id)
+        return len(watches)
+
+    def __contains__(self, conversation_id: object) -> bool:
+        return conversation_id in self._by_conversation
+
+
+class LocalStopBus:
+    """A stop bus inside one process: correct only when a single worker serves every request."""
+
+    def __init__(self) -> None:
+        self._watches = _Watches()
+
+    async def request_stop(self, conversation_id: str, attempt_id: str) -> int:
+        """Deliver the request to the conversation's open watches; how many there were."""
+        _check_id(conversation_id, "conversation id")
+        _check_id(attempt_id, "attempt id")
+        return self._watches.deliver(conversation_id, attempt_id)
+
+    def watch(self, conversation_id: str) -> AbstractAsyncContextManager[StopWatch]:
+        """Receive the conversation's stop requests while the ``async with`` lasts."""
+        _check_id(conversation_id, "conversation id")
+        return self._watch(conversation_id)
+
+    @contextlib.asynccontextmanager
+    async def _watch(self, conversation_id: str) -> AsyncIterator[StopWatch]:
+        watch = StopWatch(conversation_id)
+        self._watches.add(watch)
+        try:
+            yield watch
+        finally:
+            self._watches.remove(watch)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class RedisStopBus:
+    """A stop bus over Redis pub/sub, shared by every worker (see the module).
+
+    Open one with :meth:`connect`, or wrap a ``redis.asyncio.Redis`` of your own (created with
+    ``decode_responses=True``; closing it is then left to you). ``namespace`` prefixes every
+    channel, so several deployments can share a Redis.
+    """
+
+    def __init__(self, client: Any, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+        if not client.get_connection_kwargs().get("decode_responses"):
+            raise StoreError("RedisStopBus needs a client created with decode_responses=True")
+        self._client = client
+        self._namespace = _check_id(namespace, "namespace")
+        self._prefix = f"{namespace}:stop:"
+        self._owns_client = False
+        self._watches = _Watches()
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # orders (un)subscribe commands with the watch bookkeeping
+        # channel -> subscription confirmations awaited, in the order the SUBSCRIBEs were sent
+        self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
+        # channel -> the confirmation of its current subscription (while a watch is open)
+        self._ready: dict[str, asyncio.Future[None]] = {}
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls, url: str, *, namespace: str = DEFAULT_NAMESPACE, **client_options: Any
+    ) -> RedisStopBus:
+        """Connect to ``url`` (``redis://host:6379/0``, ``rediss://``, ``unix://``) and ping it.
+
+        ``client_options`` go to ``redis.asyncio.Redis.from_url`` (``decode_responses`` is
+        always on; ``client_name`` names the connections in ``CLIENT LIST``). An address that
+        does not answer is ``StoreError``; :meth:`aclose` closes the client.
+        """
+        try:
+            import redis.asyncio as aioredis
+        except ImportError as exc:
+            raise StoreError(
+                'RedisStopBus needs redis-py: pip install "agents-state-ext[redis]"'
+            ) from exc
+        from redis.exceptions import RedisError
+
+        where = _redact(url)
+        try:
+            client = aioredis.Redis.from_url(url, **{**client_options, "decode_responses": True})
+        except (ValueError, TypeError, RedisError) as exc:
+            raise StoreError(f"cannot use Redis URL {where}: {_one_line(exc)}") from exc
+        try:
+            await client.ping()
+        except (RedisError, OSError) as exc:
+            await client.aclose()
+            raise StoreError(f"cannot connect to Redis at {where}: {_one_line(exc)}") from exc
+        bus = cls(client, namespace=namespace)
+        bus._owns_client = True
+        return bus
+
+    def channel(self, conversation_id: str) -> str:
+        """The pub/sub channel of a conversation's stop requests."""
+        return self._prefix + conversation_id
+
+    async def request_stop(self, conversation_id: str, attempt_id: str) -> int:
+        """Publish the request; how many workers were subscribed to the conversation."""
+        _check_id(conversation_id, "conversation id")
+        _check_id(attempt_id, "attempt id")
+        self._check_open()
+        message = json.dumps({"attempt_id": attempt_id})
+        return int(await self._client.publish(self.channel(conversation_id), message))
+
+    def watch(self, conversation_id: str) -> AbstractAsyncContextManager[StopWatch]:
+        """Receive the conversation's stop requests while the ``async with`` lasts.
+
+        The subscription is confirmed by Redis before the watch is returned; ``StoreError`` if
+        it is not within 10 seconds.
+        """
+        _check_id(conversation_id, "conversation id")
+        return self._watch(conversation_id)
+
+    @contextlib.asynccontextmanager
+    async def _watch(self, conversation_id: str) -> AsyncIterator[StopWatch]:
+        watch = StopWatch(conversation_id)
+        await self._add(watch)
+        try:
+            yield watch
+        finally:
+            await self._remove(watch)
+
+    async def _add(self, watch: StopWatch) -> None:
+        self._check_open()
+        channel = self.channel(watch.conversation_id)
+        async with self._lock:
+            if self._watches.add(watch):  # the first watch of its conversation: subscribe
+                ready = asyncio.get_running_loop().create_future()
+                self._confirmations.setdefault(channel, []).append(ready)
+                try:
+                    await self._subscribe(channel)
+                except BaseException:
+                    self._watches.remove(watch)
+                    self._drop_confirmation(channel, ready)
+                    raise
+                self._ready[channel] = ready
+            else:  # subscribed already, or being subscribed for an earlier watch
+                ready = self._ready[channel]
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), _SUBSCRIBE_TIMEOUT)
+        except asyncio.TimeoutError:
+            await self._remove(watch)
+            raise StoreError(
+                f"Redis did not confirm the subscription to {channel!r} in "
+                f"{_SUBSCRIBE_TIMEOUT:g} seconds"
+            ) from None
+        except BaseException:
+            await self._remove(watch)
+            raise
+
+    async def _subscribe(self, channel: str) -> None:
+        if self._pubsub is None:
+            self._pubsub = self._client.pubsub()
+            await self._pubsub.subscribe(channel)
+            self._reader = asyncio.get_running_loop().create_task(self._read())
+        else:
+            await self._pubsub.subscribe(channel)
+
+    async def _remove(self, watch: StopWatch) -> None:
+        async with self._lock:
+            if not self._watches.remove(watch):
+                return
+            channel = self.channel(watch.conversation_id)
+            self._ready.pop(channel, None)
+            if self._pubsub is not None and not self._closed:
+                try:
+                    await self._pubsub.unsubscribe(channel)
+                except Exception as exc:  # the channel stays subscribed: harmless, logged
+                    logger.warning("could not unsubscribe from stop channel: %s", exc)
+
+    def _drop_confirmation(self, channel: str, confirmed: asyncio.Future[None]) -> None:
+        waiting = self._confirmations.get(channel, [])
+        if confirmed in waiting:
+            waiting.remove(confirmed)
+        if not waiting:
+            self._confirmations.pop(channel, None)
+
+    async def _read(self) -> None:
+        """Dispatch every message of the shared pub/sub connection, until the bus closes."""
+        backoff = 0.1
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # redis-py retried already: wait, then read again
+                logger.warning("stop bus lost its Redis connection: %s", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            if message is not None:
+                self._dispatch(message)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind, channel = message.get("type"), message.get("channel")
+        if not isinstance(channel, str) or not channel.startswith(self._prefix):
+            return
+        if kind == "subscribe":
+            waiting = self._confirmations.get(channel)
+            if waiting:  # Redis confirms subscriptions in the order they were asked
+                confirmed = waiting.pop(0)
+                if not confirmed.done():
+                    confirmed.set_result(None)
+                if not waiting:
+                    del self._confirmations[channel]
+        elif kind == "message":
+            try:
+                attempt_id = json.loads(message["data"])["attempt_id"]
+            except (TypeError, ValueError, KeyError):
+                logger.warning("ignored a malformed stop request on %r", channel)
+                return
+            if isinstance(attempt_id, str) and attempt_id:
+                self._watches.deliver(channel[len(self._prefix) :], attempt_id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("this RedisStopBus is closed")
+
+    async def aclose(self) -> None:
+        """Stop reading, close the pub/sub connection (and the client :meth:`connect` made)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+        for waiting in self._confirmations.values():
+            for confirmed in waiting:
+                confirmed.cancel()
+        self._confirmations.clear()
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,99 @@
+"""Checks of the ledger capability (:class:`~agents_state_ext.stores.LedgerStore`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ...errors import ConcurrentUpdateError, StoreError
+from ..base import LedgerStore
+from ._support import BAD_IDS, StoreFactory, capable, expect, raises
+
+
+async def check_ledger_versions(factory: StoreFactory) -> None:
+    """Ledger versions start at 1 and grow by one; a stale version writes nothing."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        expect(await store.get_ledger("k1") is None, "a new store has a ledger")
+        version = await store.put_ledger(
+            "k1", "first", expected_version=0, holder="w1", held_until=100.5
+        )
+        expect(version == 1, f"a first ledger is at version {version}, not 1")
+        record = await store.get_ledger("k1")
+        expect(record is not None, "the written ledger is missing")
+        if record is not None:
+            got = (record.blob, record.version, record.holder, record.held_until)
+            expect(got == ("first", 1, "w1", 100.5), f"the ledger changed in the store: {got}")
+        version = await store.put_ledger(
+            "k1", "second ☕", expected_version=1, holder=None, held_until=None
+        )
+        expect(version == 2, f"a second write is at version {version}, not 2")
+        for stale in (0, 1, 3):
+            await raises(
+                ConcurrentUpdateError,
+                f"a write expecting version {stale}",
+                store.put_ledger("k1", "lost", expected_version=stale, holder="w2", held_until=1.0),
+            )
+        record = await store.get_ledger("k1")
+        got_after = None if record is None else (record.blob, record.version, record.holder)
+        expect(got_after == ("second ☕", 2, None), f"a lost write changed it: {got_after}")
+        expect(await store.get_ledger("k2") is None, "ledgers are not kept apart by key")
+        not_text: Any = 42
+        await raises(
+            StoreError,
+            "a ledger that is not text",
+            store.put_ledger("k3", not_text, expected_version=0, holder=None, held_until=None),
+        )
+        expect(await store.get_ledger("k3") is None, "a refused ledger was kept")
+
+
+async def check_ledger_delete(factory: StoreFactory) -> None:
+    """``delete_ledger`` forgets one key; ``delete_conversation`` forgets the same-named one."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        await store.put_ledger("k1", "x", expected_version=0, holder=None, held_until=None)
+        await store.put_ledger("k2", "y", expected_version=0, holder=None, held_until=None)
+        await store.delete_ledger("k1")
+        await store.delete_ledger("k1")  # deleting what is gone is fine
+        expect(await store.get_ledger("k1") is None, "a deleted ledger came back")
+        expect(await store.get_ledger("k2") is not None, "a delete removed another key")
+        version = await store.put_ledger(
+            "k1", "again", expected_version=0, holder=None, held_until=None
+        )
+        expect(version == 1, f"a ledger written after a delete is at version {version}")
+        await store.create_conversation("c1", strategy="previous_response")
+        await store.put_ledger("c1", "ledger", expected_version=0, holder="w", held_until=9.0)
+        await store.delete_conversation("c1")
+        expect(await store.get_ledger("c1") is None, "delete_conversation kept its ledger")
+        expect(await store.get_ledger("k2") is not None, "delete_conversation removed another")
+
+
+async def check_ledger_concurrent_writers(factory: StoreFactory) -> None:
+    """Two writers racing from the same version on one store: exactly one wins."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        await store.put_ledger("k", "v1", expected_version=0, holder=None, held_until=None)
+        results = await asyncio.gather(
+            *(
+                store.put_ledger("k", name, expected_version=1, holder=name, held_until=50.0)
+                for name in ("w1", "w2")
+            ),
+            return_exceptions=True,
+        )
+        won = [name for name, r in zip(("w1", "w2"), results, strict=True) if r == 2]
+        lost = [r for r in results if isinstance(r, ConcurrentUpdateError)]
+        expect(len(won) == 1 and len(lost) == 1, f"not exactly one winner: {results}")
+        record = await store.get_ledger("k")
+        stored = None if record is None else (record.blob, record.version, record.holder)
+        expect(stored == (won[0], 2, won[0]), f"the stored ledger is not the winner's: {stored}")
+
+
+async def check_ledger_typed_ids(factory: StoreFactory) -> None:
+    """Ledger keys that are not storable text are StoreError, with nothing written."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        for bad in BAD_IDS:
+            await raises(StoreError, f"get_ledger({bad!r})", store.get_ledger(bad))
+            await raises(
+                StoreError,
+                f"put_ledger({bad!r})",
+                store.put_ledger(bad, "x", expected_version=0, holder=None, held_until=None),
+                not_=(ConcurrentUpdateError,),
+            )
+            await raises(StoreError, f"delete_ledger({bad!r})", store.delete_ledger(bad))
