@@ -29,8 +29,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
 
+from .._text import one_line, redact
 from ..errors import StoreError
 
 if TYPE_CHECKING:
@@ -50,22 +50,6 @@ DEFAULT_NAMESPACE = "agents-state-ext"
 logger = logging.getLogger(__name__)
 
 _SUBSCRIBE_TIMEOUT = 10.0  # seconds Redis gets to confirm a subscription before watch() fails
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = f"{parts.username or ''}:***@"
-        return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
-    except ValueError:
-        return "<unparsable URL>"
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _check_id(value: object, what: str) -> str:
@@ -239,16 +223,16 @@ class RedisStopBus:
             ) from exc
         from redis.exceptions import RedisError
 
-        where = _redact(url)
+        where = redact(url)
         try:
             client = aioredis.Redis.from_url(url, **{**client_options, "decode_responses": True})
         except (ValueError, TypeError, RedisError) as exc:
-            raise StoreError(f"cannot use Redis URL {where}: {_one_line(exc)}") from exc
+            raise StoreError(f"cannot use Redis URL {where}: {one_line(exc)}") from exc
         try:
             await client.ping()
         except (RedisError, OSError) as exc:
             await client.aclose()
-            raise StoreError(f"cannot connect to Redis at {where}: {_one_line(exc)}") from exc
+            raise StoreError(f"cannot connect to Redis at {where}: {one_line(exc)}") from exc
         bus = cls(client, namespace=namespace)
         bus._owns_client = True
         return bus

@@ -8,33 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .._text import one_line, redact
 from ..errors import StoreError
 from . import _codec
 from ._redis_scripts import Keys
 
 __all__ = ["RedisLink", "one_line", "open_client", "redact"]
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = f"{parts.username or ''}:***@"
-        return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
-    except ValueError:
-        return "<unparsable URL>"
-
-
-def one_line(exc: BaseException) -> str:
-    """``exc`` as one line of text, for error messages."""
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 async def open_client(url: str, client_options: dict[str, Any], *, where: str) -> aioredis.Redis:
