@@ -418,10 +418,9 @@ class TokenCounter:
         with self._lock:
             self._trusted.update(checked)
 
-    def trusted(self) -> set[str]:
-        """The ids :meth:`trust` was given (their counts are answered without encoding)."""
-        with self._lock:
-            return set(self._trusted)
+    def trusts(self, message_id: str) -> bool:
+        """Whether :meth:`trust` was given ``message_id`` (its count needs no encoding)."""
+        return message_id in self._trusted
 
     def count_many(self, messages: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[int]:
         """:meth:`count` of each ``(message id, items)`` pair, in order.

@@ -33,11 +33,10 @@ async def save_counts(
     """Store the counts of ``nodes`` whose content is final and whose count is not stored yet."""
     if not (isinstance(counter, TokenCounter) and isinstance(store, TokenCountStore)):
         return
-    known = counter.trusted()
     final = {
         n.id: n
         for n in nodes
-        if n.id not in known and (n.role in ("user", "system") or n.status == "complete")
+        if not counter.trusts(n.id) and (n.role in ("user", "system") or n.status == "complete")
     }
     if not final:
         return
