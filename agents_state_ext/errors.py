@@ -35,6 +35,7 @@ __all__ = [
     "ContextOverflowError",
     "ConversationForkError",
     "ConversationNotFoundError",
+    "FencedOutError",
     "GraphError",
     "HandoffFilterError",
     "InputFilterError",
@@ -157,6 +158,16 @@ class StoreError(StateExtError):
 
 class ConcurrentUpdateError(StoreError):
     """A compare-and-set on a branch head lost: another writer moved the head first."""
+
+
+class FencedOutError(ConcurrentUpdateError):
+    """A commit's fence no longer holds: the writer lost the lease it wrote under.
+
+    The ledger record the commit was conditioned on (:class:`~agents_state_ext.stores.Fence`)
+    moved past the writer's token (another worker took the conversation over, or the lease was
+    released), so nothing of the commit was written. Unlike a lost head compare-and-set, re-reading
+    and retrying does not help: the writer must stop driving the conversation.
+    """
 
 
 class ConversationNotFoundError(StoreError, KeyError):

@@ -10,7 +10,8 @@ import anyio
 import pytest
 from _backends import BACKENDS
 
-from agents_state_ext.errors import ConcurrentUpdateError, StoreError
+from agents_state_ext.errors import ConcurrentUpdateError, FencedOutError, StoreError
+from agents_state_ext.nodes import Node
 from agents_state_ext.server.leases import (
     ConversationBusyError,
     HeldLease,
@@ -19,7 +20,7 @@ from agents_state_ext.server.leases import (
     LeaseManager,
     lease_key,
 )
-from agents_state_ext.stores import ConversationStore, InMemoryStore, LedgerStore
+from agents_state_ext.stores import ConversationStore, Fence, InMemoryStore, LedgerStore
 
 pytestmark = pytest.mark.anyio
 
@@ -332,3 +333,77 @@ async def test_hold_reports_a_lease_it_cannot_renew_before_it_lapses(clock: Cloc
 
     # It was never taken over: the exit's release still frees the conversation.
     assert await a.holder("c1") is None
+
+
+# -- fencing a holder's writes ------------------------------------------------------------------
+
+
+async def test_a_held_lease_fences_commits_until_another_worker_takes_it_over(
+    store: LedgerStore, clock: Clock
+) -> None:
+    assert isinstance(store, ConversationStore)
+    a, b = manager(store, "worker-a", clock), manager(store, "worker-b", clock)
+    await store.create_conversation("c1", strategy="replay")
+    first, second = straight(2)
+
+    async with a.hold("c1") as held:
+        async with held.fenced() as fence:
+            assert fence == Fence(lease_key("c1"), held.token)
+            await store.commit("c1", [first], expected_head=None, new_head=first.id, fence=fence)
+        clock.advance(20)  # a stalls past its lease, nobody has noticed yet
+        await b.acquire("c1")
+        async with held.fenced() as stale:
+            with pytest.raises(FencedOutError):
+                await store.commit(
+                    "c1", [second], expected_head=first.id, new_head=second.id, fence=stale
+                )
+
+    assert await store.get_head("c1") == first.id
+    assert [n.id for n in (await store.load_graph("c1")).nodes()] == [first.id]
+
+
+async def test_before_request_renews_the_lease_and_refuses_once_it_is_taken_over(
+    store: LedgerStore, clock: Clock
+) -> None:
+    a, b = manager(store, "worker-a", clock), manager(store, "worker-b", clock)
+    calls: list[HeldLease] = []
+
+    async with a.hold("c1", on_lost=calls.append) as held:
+        token, expires = held.token, held.expires_at
+        clock.advance(10)
+        await held.before_request()
+        assert held.token > token and held.expires_at == clock.now + 15 > expires
+        clock.advance(10)  # past the first expiry, not the renewed one
+        with pytest.raises(ConversationBusyError):
+            await b.acquire("c1")
+
+        clock.advance(20)
+        await b.acquire("c1")
+        with pytest.raises(LeaseLostError, match="taken over"):
+            await held.before_request()
+        assert held.lost
+        with anyio.fail_after(WAIT):  # the keeper reports the loss found in the foreground
+            while not calls:
+                await anyio.sleep(0.01)
+        assert calls == [held]
+        with pytest.raises(LeaseLostError):
+            async with held.fenced():
+                pytest.fail("a lost lease handed out a fence")
+
+
+async def test_a_hold_ends_at_once_however_long_its_renewal_period(
+    store: LedgerStore, clock: Clock
+) -> None:
+    a = manager(store, "worker-a", clock, ttl=3_600)  # renews every 20 minutes
+
+    with anyio.fail_after(WAIT):  # a guard against a hang: the exit waits for no renewal tick
+        async with a.hold("c1"):
+            pass
+    assert await a.holder("c1") is None
+
+
+def straight(count: int) -> list[Node]:
+    nodes = [Node("n0", None, "user", "complete", [{"role": "user", "content": "hi"}])]
+    for i in range(1, count):
+        nodes.append(Node(f"n{i}", f"n{i - 1}", "user", "complete", [{"content": str(i)}]))
+    return nodes

@@ -29,17 +29,8 @@ CI_SIZE = SoakOptions(
 )
 
 
-KNOWN_BUG = (
-    "the soak found an open bug (issue 11): a worker whose lease lapsed while it was still "
-    "streaming can overwrite the 'interrupted' close another worker's stop wrote (no fencing "
-    "token on the store commit). Until it is fixed the small soak runs only with STATE_EXT_SOAK=1"
-)
-
-
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    if os.environ.get("STATE_EXT_SOAK") != "1":
-        pytest.skip(KNOWN_BUG)
     postgres, redis = postgres_url(), redis_url()
     seed = int(os.environ.get("STATE_EXT_SOAK_SEED", CI_SIZE.seed))
     options = SoakOptions(

@@ -11,10 +11,10 @@ import pytest
 from _backends import BACKENDS, postgres_cleanup, redis_cleanup, sqlite_file_factory
 
 from agents_state_ext.attempts import AttemptRecord
-from agents_state_ext.errors import ConcurrentUpdateError, StoreError
+from agents_state_ext.errors import ConcurrentUpdateError, FencedOutError, StoreError
 from agents_state_ext.graph import ConversationGraph
 from agents_state_ext.nodes import Node
-from agents_state_ext.stores import ConversationStore, InMemoryStore, LedgerRecord
+from agents_state_ext.stores import ConversationStore, Fence, InMemoryStore, LedgerRecord
 from agents_state_ext.stores.conformance import (
     CHECKS,
     CORE_CHECKS,
@@ -30,6 +30,8 @@ from agents_state_ext.stores.conformance import (
     check_concurrent_commits,
     check_cycles,
     check_delete_conversation,
+    check_fence_against_takeover,
+    check_fenced_commit,
     check_ledger_concurrent_writers,
     check_ledger_versions,
     check_token_counts,
@@ -205,6 +207,55 @@ class LedgerWithoutCompareAndSet(InMemoryStore):
         return version + 1
 
 
+class IgnoresFence(InMemoryStore):
+    """Commits whatever the fence says: a worker that lost its lease still writes."""
+
+    async def commit(
+        self,
+        conversation_id: str,
+        nodes: Iterable[Node],
+        *,
+        expected_head: str | None,
+        new_head: str | None,
+        attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        await super().commit(
+            conversation_id,
+            nodes,
+            expected_head=expected_head,
+            new_head=new_head,
+            attempts=attempts,
+        )
+
+
+class FenceCheckedThenAwait(InMemoryStore):
+    """Checks the fence, awaits, then writes: a takeover lands in between and is overwritten."""
+
+    async def commit(
+        self,
+        conversation_id: str,
+        nodes: Iterable[Node],
+        *,
+        expected_head: str | None,
+        new_head: str | None,
+        attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        if fence is not None:
+            lease = await self.get_ledger(fence.key)
+            if lease is None or lease.version != fence.token:
+                raise FencedOutError("fenced")
+        await asyncio.sleep(0)  # the takeover runs here
+        await super().commit(
+            conversation_id,
+            nodes,
+            expected_head=expected_head,
+            new_head=new_head,
+            attempts=attempts,
+        )
+
+
 class TokenCountsIgnoreEncoding(InMemoryStore):
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
@@ -227,6 +278,8 @@ BROKEN: list[tuple[type[InMemoryStore], Check]] = [
     (LedgerWithoutCompareAndSet, check_ledger_versions),
     (LedgerWithoutCompareAndSet, check_ledger_concurrent_writers),
     (TokenCountsIgnoreEncoding, check_token_counts),
+    (IgnoresFence, check_fenced_commit),
+    (FenceCheckedThenAwait, check_fence_against_takeover),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .approvals import PendingApproval
 from .attempt import Attempt
 from .conversation import Conversation
+from .guard import WriteGuard
 from .opening import STRATEGIES, open_conversation
 from .session import GraphSession
 
@@ -14,5 +15,6 @@ __all__ = [
     "Conversation",
     "GraphSession",
     "PendingApproval",
+    "WriteGuard",
     "open_conversation",
 ]

@@ -320,6 +320,11 @@ class Attempt:
 
     async def _run(self, state: ConversationState, input: Any) -> RunResultBase:
         kwargs = self._chat._strategy.runner_kwargs(self)
+        guard, lifecycle = self._chat.guard, state.lifecycle
+        if guard is not None and lifecycle is not None:
+            # A server strategy's request advances the server's state: it goes out only while
+            # the guard (a worker's lease) allows; a refusal withdraws it unsent.
+            lifecycle.checkpoint_hook = guard.before_request
         agent = self.agent
         assert agent is not None  # the chat checked it before starting the attempt
         if not self.stream:

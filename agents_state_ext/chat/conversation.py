@@ -62,6 +62,7 @@ from ..tokens import MessageCounter, TokenCounter
 from .approvals import PendingApproval, read_approvals
 from .attempt import Attempt
 from .counts import save_counts
+from .guard import WriteGuard
 from .parking import Parking, interruptions, output_items
 from .records import (
     FINAL,
@@ -118,6 +119,9 @@ class Conversation:
         self._budget = check_budget(budget)
         self._id_factory = id_factory
         self._index = ContextIndex()
+        self.guard: WriteGuard | None = None
+        """Fences every commit and vets every request of this handle (see ``WriteGuard``):
+        ``agents-state-ext serve`` sets its lease here. ``None``: no fence."""
         self._in_flight: Attempt | None = None
         self._first_root: str | None = None
         self._writes = Writes(self)

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agents import RunConfig, RunState
 
 from .. import _compat
-from ..errors import GraphError, MixedStateOwnerError
+from ..errors import FencedOutError, GraphError, MixedStateOwnerError
 from ..nodes import Node
 from ..state import ConversationState, StrategyName
 from .forks import ServerConversations, place
+from .guard import fence_args
 from .plan import Plan, chained, nearest_complete_assistant, selected, with_history
 from .reseed import previous_response_lost
 
@@ -360,13 +361,19 @@ class ConversationStrategy(_Strategy):
         if not touched:
             return
         chat = self._chat
-        meta = (await chat.store.get_conversation(chat.id)).meta
-        stored = ServerConversations.from_dict(meta.get("server_conversations"))
-        for conversation_id in sorted(touched):
-            stored.merge(self.servers, conversation_id)
-        await chat.store.update_conversation_meta(
-            chat.id, {"server_conversations": stored.to_dict()}
-        )
+        try:
+            # The guard (a worker's lease) is checked and held still meanwhile; the metadata
+            # write itself is not fenced by the store, unlike the commit that follows it.
+            async with fence_args(chat.guard):
+                meta = (await chat.store.get_conversation(chat.id)).meta
+                stored = ServerConversations.from_dict(meta.get("server_conversations"))
+                for conversation_id in sorted(touched):
+                    stored.merge(self.servers, conversation_id)
+                await chat.store.update_conversation_meta(
+                    chat.id, {"server_conversations": stored.to_dict()}
+                )
+        except FencedOutError:
+            return  # another worker drives the chat now; the commit after this says so
         self.servers = stored
 
     def adopt(self, meta: Mapping[str, Any]) -> None:

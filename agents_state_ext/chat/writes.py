@@ -11,6 +11,10 @@ synchronous code cannot await (a ``chat.session()`` run closed by a done-callbac
 scheduled as a task (:meth:`Writes.later`); every later action of the chat awaits it first
 (:meth:`Writes.sync`).
 
+A chat with a :class:`~agents_state_ext.chat.WriteGuard` (``chat.guard``) commits under the
+guard's fence: once another worker has taken the conversation over, every commit is
+``FencedOutError``, nothing of it is stored, and nothing is re-read or retried.
+
 A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this handle ran
 that had already ended in memory (queued with ``keep``) are stored first, over their stored
 version and off the branch the other handle made active, so no attempt stays in flight in the
@@ -26,10 +30,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..attempts import AttemptRecord
-from ..errors import ConcurrentUpdateError, NodeNotFoundError
+from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
 from ..graph import ConversationGraph
 from ..nodes import Node
 from ..stores import ConversationStore
+from .guard import fence_args
 from .records import mark
 
 if TYPE_CHECKING:
@@ -175,9 +180,20 @@ class Writes:
             kept, self._keep = self._keep, set()
             records = [_copy(r) for r in queued.values()]
             try:
-                await chat.store.commit(
-                    chat.id, nodes, expected_head=self.head, new_head=new_head, attempts=records
-                )
+                async with fence_args(chat.guard) as fence:
+                    await chat.store.commit(
+                        chat.id,
+                        nodes,
+                        expected_head=self.head,
+                        new_head=new_head,
+                        attempts=records,
+                        **fence,
+                    )
+            except FencedOutError:
+                # Nothing was stored and this handle must stop: no re-read, no retry.
+                self._queue = {**queued, **self._queue}
+                self._keep |= kept
+                raise
             except ConcurrentUpdateError as exc:
                 expected = self.head
                 self._queue = {**queued, **self._queue}
@@ -210,6 +226,9 @@ class Writes:
         """
         try:
             await self.commit(since=generation)
+        except FencedOutError as fenced_out:
+            # Another worker drives the chat now: what it stored stands, this end is not stored.
+            attempt.error = fenced_out
         except ConcurrentUpdateError as lost:
             if attempt.error is None:
                 conflict = ConcurrentUpdateError(
@@ -238,6 +257,8 @@ class Writes:
     async def _flush(self) -> None:
         try:
             await self.commit()
+        except FencedOutError as exc:  # nothing stored: the chat's next action says so
+            self._error = self._error or exc
         except ConcurrentUpdateError:
             pass  # the ended run is stored off the branch another handle made active
         except Exception as exc:  # raised by the chat's next action (sync())
@@ -313,9 +334,12 @@ class Writes:
                 nodes.extend([node] if node is not None else [])
                 records.append(record)
             try:
-                await store.commit(
-                    chat.id, nodes, expected_head=head, new_head=head, attempts=records
-                )
+                async with fence_args(chat.guard) as fence:
+                    await store.commit(
+                        chat.id, nodes, expected_head=head, new_head=head, attempts=records, **fence
+                    )
+            except FencedOutError:
+                raise
             except ConcurrentUpdateError:
                 continue  # an edit or a new turn landed in between: read again
             return

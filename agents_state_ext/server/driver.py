@@ -124,22 +124,27 @@ class Driver:
     async def _open(
         self, conversation_id: str, held: HeldLease, open_chat: OpenChat
     ) -> Conversation:
-        """Open the held conversation; first close what a dead worker left in flight."""
+        """Open the held conversation, its writes fenced by the lease; first close what a dead
+        worker left in flight."""
         if held.took_over_from is not None:
-            await self._close_interrupted(conversation_id, f"worker {held.took_over_from}")
+            await self._close_interrupted(conversation_id, f"worker {held.took_over_from}", held)
         chat = await open_chat(conversation_id)
         if any(node.status in IN_FLIGHT for node in chat.graph.nodes()):
             # Nobody else may drive it while we hold the lease: it was left by a worker whose
             # lease was released or lost before the attempt's end was stored.
-            await self._close_interrupted(conversation_id, "a worker")
+            await self._close_interrupted(conversation_id, "a worker", held)
             chat = await open_chat(conversation_id)
+        chat.guard = held
         return chat
 
-    async def _close_interrupted(self, conversation_id: str, who: str) -> list[str]:
+    async def _close_interrupted(
+        self, conversation_id: str, who: str, held: HeldLease
+    ) -> list[str]:
         closed = await close_interrupted(
             self.store,
             conversation_id,
             reason=f"{who} stopped driving the conversation mid-attempt",
+            guard=held,
         )
         if closed:
             logger.warning("closed interrupted attempts %s of %s", closed, conversation_id)
@@ -270,7 +275,10 @@ class Driver:
                 return record
             holder = await self.leases.holder(conversation_id)
             if holder is None:
-                return await self._recover(conversation_id, target)
+                recovered = await self._recover(conversation_id, target)
+                if recovered is not None:
+                    return recovered
+                continue  # its worker renewed the lapsed lease meanwhile: it is alive, ask it
             now = time.monotonic()
             if now >= deadline:
                 raise HTTPError(
@@ -284,13 +292,17 @@ class Driver:
                 asked_at = now
             await asyncio.sleep(self._poll)
 
-    async def _recover(self, conversation_id: str, target: AttemptRecord) -> AttemptRecord:
-        """Close an attempt nobody streams any more (its worker died); its record."""
+    async def _recover(self, conversation_id: str, target: AttemptRecord) -> AttemptRecord | None:
+        """Close an attempt nobody streams any more (its worker died); its record.
+
+        ``None`` when a live worker holds the conversation after all (the streaming worker
+        renewed its lapsed lease, or another one took it): the caller asks it to stop.
+        """
         try:
-            async with self.leases.hold(conversation_id):
-                await self._close_interrupted(conversation_id, "the worker streaming it")
+            async with self.leases.hold(conversation_id) as held:
+                await self._close_interrupted(conversation_id, "the worker streaming it", held)
         except ConversationBusyError:
-            pass  # a live worker took the conversation meanwhile: it closed the attempt
+            return None
         return await self.store.get_attempt(conversation_id, target.attempt_id)
 
     # -- shutting down -------------------------------------------------------------------------

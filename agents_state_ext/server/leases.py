@@ -21,11 +21,21 @@ worker id; its blob is JSON ``{worker_id, event, at, took_over_from}``). Use one
   ``on_lost`` callback runs. The holder must then stop its attempt: another worker may be
   driving the conversation already.
 
-The store's head compare-and-set still guards every graph write; the lease is what keeps a
-second worker from sending a second request for the same turn. Leases are compared with each
-machine's clock (``time.time`` by default): workers' clocks must agree to well within ``ttl``.
-A lease record outlives its conversation (``delete_conversation`` does not know its key); call
-:meth:`LeaseManager.forget` after deleting one.
+- **fencing the writes**: a :class:`HeldLease` is the chat's
+  :class:`~agents_state_ext.chat.WriteGuard` (the driver sets ``chat.guard``). Each commit of
+  the chat runs under :meth:`HeldLease.fenced`: the store writes it only while the lease
+  record is still at this worker's token, in the commit's own transaction, and renewals wait
+  for it. So a worker whose lease lapsed while it was still streaming (a stalled event loop, a
+  store it could not reach) writes nothing once another worker has taken over, whatever the
+  timing. Before each request of a server strategy :meth:`HeldLease.before_request` renews the
+  lease (compare-and-set): a worker that lost it sends nothing, and one that renewed it has a
+  full ``ttl`` before anyone can take over (the request is fenced by time, not by the store).
+
+The store's head compare-and-set still guards every graph write against other handles.
+Leases are compared with each machine's clock (``time.time`` by default): workers' clocks
+must agree to well within ``ttl``. A lease record outlives its conversation
+(``delete_conversation`` does not know its key); call :meth:`LeaseManager.forget` after
+deleting one.
 """
 
 from __future__ import annotations
@@ -39,8 +49,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
-from ..errors import ConcurrentUpdateError, StoreError
-from ..stores.base import LedgerRecord, LedgerStore
+from ..errors import ConcurrentUpdateError, FencedOutError, StoreError
+from ..stores.base import Fence, LedgerRecord, LedgerStore
 
 __all__ = [
     "ConversationBusyError",
@@ -60,7 +70,7 @@ class ConversationBusyError(ConcurrentUpdateError):
     """Another live worker drives the conversation (HTTP 409); nothing was sent."""
 
 
-class LeaseLostError(ConcurrentUpdateError):
+class LeaseLostError(FencedOutError):
     """This worker's lease lapsed or was taken over while it held it: stop driving."""
 
 
@@ -95,10 +105,12 @@ class HeldLease:
     :meth:`wait_lost`, :meth:`check`.
     """
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, manager: LeaseManager) -> None:
         self._current = lease
+        self._manager = manager
         self._lost = asyncio.Event()
         self._reason: str | None = None
+        self._writing = asyncio.Lock()  # a fenced write or a renewal, one at a time
 
     @property
     def current(self) -> Lease:
@@ -144,8 +156,35 @@ class HeldLease:
         if self._reason is not None:
             raise LeaseLostError(self._reason)
 
-    def _renewed(self, lease: Lease) -> None:
-        self._current = lease
+    @contextlib.asynccontextmanager
+    async def fenced(self) -> AsyncIterator[Fence]:
+        """The fence of one store write under this lease; renewals wait until it is done.
+
+        :class:`LeaseLostError` at once if the lease is known lost. Pass the fence to
+        ``store.commit(..., fence=...)``: the store refuses it once the lease has moved on.
+        """
+        async with self._writing:
+            self.check()
+            yield Fence(lease_key(self.conversation_id), self._current.token)
+
+    async def before_request(self) -> None:
+        """Renew the lease now, before a request goes out; :class:`LeaseLostError` if lost.
+
+        After it returns, no other worker can take the conversation for a full ``ttl``.
+        """
+        async with self._writing:
+            self.check()
+            try:
+                self._current = await self._manager.renew(self._current)
+            except ConcurrentUpdateError as exc:
+                self._mark_lost(str(exc))
+                raise LeaseLostError(str(exc)) from exc
+
+    async def _renew(self) -> None:
+        """The background renewal: like :meth:`before_request`, errors left to the caller."""
+        async with self._writing:
+            if self._reason is None:
+                self._current = await self._manager.renew(self._current)
 
     def _mark_lost(self, reason: str) -> bool:
         if self._lost.is_set():
@@ -301,7 +340,7 @@ class LeaseManager:
     async def _hold(
         self, conversation_id: str, on_lost: Callable[[HeldLease], object] | None
     ) -> AsyncIterator[HeldLease]:
-        held = HeldLease(await self.acquire(conversation_id))
+        held = HeldLease(await self.acquire(conversation_id), self)
         done = asyncio.Event()
         renewal = asyncio.get_running_loop().create_task(self._keep(held, on_lost, done))
         try:
@@ -327,16 +366,39 @@ class LeaseManager:
         on_lost: Callable[[HeldLease], object] | None,
         done: asyncio.Event,
     ) -> None:
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(done.wait(), self.ttl / 3)
-            if done.is_set():
-                return
+        ended = asyncio.get_running_loop().create_task(done.wait())
+        lost = asyncio.get_running_loop().create_task(held.wait_lost())
+        try:
+            reason = await self._renew_until_lost(held, ended, lost)
+        finally:
+            for waiter in (ended, lost):
+                waiter.cancel()
+        if reason is None:
+            return
+        held._mark_lost(reason)  # no-op when a foreground renewal found the loss first
+        if on_lost is not None:
             try:
-                held._renewed(await self.renew(held.current))
+                on_lost(held)
+            except Exception:  # the callback's bug must not hide the loss itself
+                logger.exception("on_lost callback failed for %r", held.conversation_id)
+
+    async def _renew_until_lost(
+        self, held: HeldLease, ended: asyncio.Task[object], lost: asyncio.Task[None]
+    ) -> str | None:
+        """Renew every ``ttl / 3``; ``None`` once the hold ends, else why the lease is lost."""
+        while True:
+            await asyncio.wait(
+                [ended, lost], timeout=self.ttl / 3, return_when=asyncio.FIRST_COMPLETED
+            )
+            if ended.done():
+                return None
+            if lost.done():
+                return held._reason or "lost"
+            try:
+                await held._renew()
                 continue
             except ConcurrentUpdateError as exc:
-                reason = str(exc)
+                return str(exc)
             except Exception as exc:  # the store is unreachable: try again until the lease lapses
                 if self._clock() < held.expires_at:
                     logger.warning(
@@ -345,16 +407,10 @@ class LeaseManager:
                         exc,
                     )
                     continue
-                reason = (
+                return (
                     f"the lease of worker {self.worker_id} on conversation "
                     f"{held.conversation_id!r} lapsed: it could not be renewed ({exc})"
                 )
-            if held._mark_lost(reason) and on_lost is not None:
-                try:
-                    on_lost(held)
-                except Exception:  # the callback's bug must not hide the loss itself
-                    logger.exception("on_lost callback failed for %r", held.conversation_id)
-            return
 
     async def holder(self, conversation_id: str) -> Lease | None:
         """The live lease on the conversation (any worker's), or ``None`` when nobody holds it."""

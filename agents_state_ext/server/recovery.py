@@ -7,9 +7,10 @@ the conversation (:attr:`~agents_state_ext.server.leases.Lease.took_over_from` s
 kept, marked ``interrupted``. An attempt paused for tool approval is left alone: its run is
 stored and it can be resumed.
 
-Only the lease holder may call it: the head compare-and-set it commits under does not fence
-node writes (the head does not move), so a worker still streaming the attempt could otherwise
-end it in between. The lease is what guarantees the previous driver is gone.
+Only the lease holder may call it, with its lease as the ``guard``: the head compare-and-set
+it commits under does not fence node writes (the head does not move), so a worker still
+streaming the attempt could otherwise end it in between. The lease makes the previous driver's
+later commits fail (each is fenced by its own, now stale, lease token).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import time
 from collections.abc import Callable
 
 from ..attempts import AttemptRecord
-from ..errors import ConcurrentUpdateError
+from ..chat.forks import ServerConversations
+from ..chat.guard import WriteGuard, fence_args
+from ..errors import ConcurrentUpdateError, FencedOutError
 from ..graph import ConversationGraph
 from ..nodes import Node
 from ..stores.base import ConversationStore
@@ -38,6 +41,7 @@ async def close_interrupted(
     *,
     reason: str,
     clock: Callable[[], float] = time.time,
+    guard: WriteGuard | None = None,
 ) -> list[str]:
     """Close every attempt of the conversation left in flight; the attempt ids closed.
 
@@ -45,9 +49,14 @@ async def close_interrupted(
     true and ``meta["error"]`` ``reason``; its record turns ``failed`` with error
     ``"interrupted: <reason>"`` and ``finished_at`` set (a record that was never stored is
     written). An attempt an edit invalidated while it ran keeps its node ``invalid`` (with the
-    same marks) and gets its record closed. Everything goes in one commit that leaves the head
+    same marks) and gets its record closed. A server conversation (Conversations API) such an
+    attempt ran on is marked to be checked against the server before its next use: it may
+    hold what the attempt sent and received. Everything goes in one commit that leaves the head
     where it is, retried when another writer moves the head meantime
     (``ConcurrentUpdateError`` after a few tries). Nothing in flight: nothing is written.
+
+    ``guard`` (the caller's lease) fences the commit: ``FencedOutError`` and nothing written
+    once another worker has taken the conversation over.
     """
     for _ in range(_TRIES):
         graph = await store.load_graph(conversation_id)
@@ -56,10 +65,19 @@ async def close_interrupted(
         nodes, closed = _close(graph, records, reason, clock)
         if not closed:
             return []
+        await _mark_server_conversations(store, conversation_id, closed, guard)
         try:
-            await store.commit(
-                conversation_id, nodes, expected_head=head, new_head=head, attempts=closed
-            )
+            async with fence_args(guard) as fence:
+                await store.commit(
+                    conversation_id,
+                    nodes,
+                    expected_head=head,
+                    new_head=head,
+                    attempts=closed,
+                    **fence,
+                )
+        except FencedOutError:
+            raise  # another worker drives the conversation now: it closes what is left
         except ConcurrentUpdateError:
             continue  # a new turn landed in between: read again
         return [record.attempt_id for record in closed]
@@ -67,6 +85,28 @@ async def close_interrupted(
         f"conversation {conversation_id!r} kept changing in {_TRIES} tries; its interrupted "
         "attempts were not closed"
     )
+
+
+async def _mark_server_conversations(
+    store: ConversationStore,
+    conversation_id: str,
+    closed: list[AttemptRecord],
+    guard: WriteGuard | None,
+) -> None:
+    """The server conversations the closed attempts ran on may hold part of them: each is
+    checked against the server before it is reused (as a chat does after its own stop)."""
+    servers = {r.cursor_before for r in closed if r.state_owner == "conversation"}
+    names = sorted(s for s in servers if isinstance(s, str))
+    if not names:
+        return
+    async with fence_args(guard):  # held still meanwhile; the metadata write is not fenced
+        meta = (await store.get_conversation(conversation_id)).meta
+        known = ServerConversations.from_dict(meta.get("server_conversations"))
+        for name in names:
+            known.interrupted(name)
+        await store.update_conversation_meta(
+            conversation_id, {"server_conversations": known.to_dict()}
+        )
 
 
 def _close(

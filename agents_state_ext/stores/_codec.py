@@ -11,6 +11,7 @@ from ..attempts import AttemptRecord
 from ..errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
+    FencedOutError,
     GraphError,
     NodeNotFoundError,
     StoreError,
@@ -24,6 +25,7 @@ __all__ = [
     "broken_chain",
     "check_blob",
     "check_counts",
+    "check_fence",
     "check_hold",
     "check_id",
     "check_limit",
@@ -36,6 +38,7 @@ __all__ = [
     "encode_attempt",
     "encode_node_rows",
     "encode_nodes",
+    "fenced_out",
     "graph_of",
     "ledger_conflict",
     "missing_conversation",
@@ -182,6 +185,26 @@ def broken_chain(conversation_id: str, node_id: str) -> StoreError:
 def ledger_conflict(key: str, stored: int, expected: int) -> ConcurrentUpdateError:
     return ConcurrentUpdateError(
         f"ledger {key!r} is at version {stored}, expected {expected}: another worker wrote it"
+    )
+
+
+def check_fence(fence: object) -> tuple[str, int] | None:
+    """The ``(key, token)`` of a commit's fence, checked; ``None`` for no fence."""
+    if fence is None:
+        return None
+    if not hasattr(fence, "key") or not hasattr(fence, "token"):
+        raise StoreError(f"fence must be a Fence, got {type(fence).__name__}")
+    token = check_version(fence.token)
+    if token == 0:
+        raise StoreError("a fence's token is the version of a stored ledger record: 1 or more")
+    return check_id(fence.key, "fence key"), token
+
+
+def fenced_out(key: str, stored: int | None, token: int) -> FencedOutError:
+    """The error of a commit whose fence moved on (``stored``: the record's version, if any)."""
+    now = "is gone" if stored is None else f"is at version {stored}"
+    return FencedOutError(
+        f"fence {key!r} {now}, not {token}: the writer lost its lease; nothing was written"
     )
 
 

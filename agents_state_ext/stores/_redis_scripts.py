@@ -38,17 +38,22 @@ return {'ok'}
 """
 
 COMMIT = """#!lua
--- KEYS: info, nodes, parents, node-order, attempts, attempt-order.
+-- KEYS: info, nodes, parents, node-order, attempts, attempt-order, the fence's ledger.
 -- ARGV: expected head, new head ('' for none), '1' if the new head is among the nodes written,
--- the node count n, n times (id, parent id or '', JSON), then pairs (attempt id, JSON).
+-- the node count n, the fence's token (0: no fence; the 7th key is then unused),
+-- n times (id, parent id or '', JSON), then pairs (attempt id, JSON).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'no-conversation'} end
+if ARGV[5] ~= '0' then
+  local version = redis.call('HGET', KEYS[7], 'version') or ''
+  if tonumber(version) ~= tonumber(ARGV[5]) then return {'fenced', version} end
+end
 local head = redis.call('HGET', KEYS[1], 'head') or ''
 if head ~= ARGV[1] then return {'conflict', head} end
 local new_head = ARGV[2]
 if new_head ~= '' and ARGV[3] == '0' and redis.call('HEXISTS', KEYS[2], new_head) == 0 then
   return {'no-node', new_head}
 end
-local i = 5
+local i = 6
 for _ = 1, tonumber(ARGV[4]) do
   if redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
     redis.call('RPUSH', KEYS[4], ARGV[i])

@@ -16,6 +16,11 @@ protocols a backend may also implement, checked with ``isinstance``:
 - :class:`TokenCountStore`: per-node token counts keyed by encoding, so reopening a
   conversation counts nothing again.
 
+A store with the ledger capability also honours a :class:`Fence` on ``commit``: the commit is
+written only while a ledger record (a worker's lease) is still at the version the writer holds,
+checked in the same transaction, so a worker that lost its lease cannot overwrite what the next
+holder wrote.
+
 Every method is a coroutine: a backend never blocks the event loop (SQLite runs its calls on
 its own thread). Sync callers wrap a store in :class:`~agents_state_ext.stores.SyncStore`.
 Every backend must pass the suite in :mod:`agents_state_ext.stores.conformance`.
@@ -43,6 +48,7 @@ __all__ = [
     "AttemptNotFoundError",
     "ConversationInfo",
     "ConversationStore",
+    "Fence",
     "LedgerRecord",
     "LedgerStore",
     "StoreBase",
@@ -73,6 +79,21 @@ class LedgerRecord:
     version: int
     holder: str | None = None
     held_until: float | None = None
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A condition on a commit: the ledger record ``key`` is still at version ``token``.
+
+    A lease is a ledger record whose version grows on every acquire, renewal and release; a
+    worker that writes under its lease passes the version it last wrote as ``token``. The store
+    checks it in the commit's own transaction (and keeps the record from changing until that
+    transaction ends), so once another worker has taken the lease over, the old holder's commit
+    is :class:`~agents_state_ext.errors.FencedOutError` and writes nothing.
+    """
+
+    key: str
+    token: int
 
 
 @runtime_checkable
@@ -145,6 +166,7 @@ class ConversationStore(Protocol):
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
         """Write ``nodes`` and ``attempts`` and move the head, as one transaction.
 
@@ -152,6 +174,11 @@ class ConversationStore(Protocol):
         nothing is written. ``new_head`` must be a stored or written node (or ``None``). Nodes
         and attempt records are inserted or replaced by id; a replaced attempt keeps its place
         in :meth:`list_attempts`.
+
+        ``fence`` (stores with the :class:`LedgerStore` capability; others raise
+        ``StoreError``): only if the ledger record ``fence.key`` exists and is still at version
+        ``fence.token``, checked before the head: otherwise ``FencedOutError`` and nothing is
+        written. The record cannot change while the commit's transaction runs.
         """
         ...
 

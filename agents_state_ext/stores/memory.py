@@ -12,7 +12,7 @@ from ..errors import ConcurrentUpdateError, StoreError
 from ..graph import ConversationGraph
 from ..nodes import Node
 from . import _codec
-from .base import AttemptNotFoundError, ConversationInfo, LedgerRecord, StoreBase
+from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["InMemoryStore"]
 
@@ -131,6 +131,7 @@ class InMemoryStore(StoreBase):
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
         conv = self._get(conversation_id)
         rows = _codec.encode_nodes(nodes)
@@ -138,6 +139,12 @@ class InMemoryStore(StoreBase):
         for head_id in (expected_head, new_head):
             if head_id is not None:
                 _codec.check_id(head_id, "node id")
+        fenced = _codec.check_fence(fence)
+        if fenced is not None:
+            lease = self._ledgers.get(fenced[0])
+            stored = None if lease is None else lease.version
+            if stored != fenced[1]:
+                raise _codec.fenced_out(fenced[0], stored, fenced[1])
         if conv.head != expected_head:
             raise ConcurrentUpdateError(
                 f"conversation {conversation_id!r}: head is {conv.head!r},"

@@ -65,7 +65,7 @@ from ._postgres_schema import (
     path_nodes,
     read_head,
 )
-from .base import AttemptNotFoundError, ConversationInfo, LedgerRecord, StoreBase
+from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -240,6 +240,7 @@ class PostgresStore(StoreBase):
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
         _codec.check_id(conversation_id, "conversation id")
         rows = _codec.encode_node_rows(nodes)
@@ -248,7 +249,17 @@ class PostgresStore(StoreBase):
         for head in (expected_head, new_head):
             if head is not None:
                 _codec.check_id(head, "node id")
+        fenced = _codec.check_fence(fence)
         async with self._connection() as conn, conn.transaction():
+            if fenced is not None:
+                # FOR SHARE: a renewal or takeover of the lease waits for this transaction.
+                key, token = fenced
+                cur = await conn.execute(
+                    "SELECT version FROM ledgers WHERE key = %s FOR SHARE", (key,)
+                )
+                row = await cur.fetchone()
+                if row is None or row[0] != token:
+                    raise _codec.fenced_out(key, None if row is None else row[0], token)
             cur = await conn.execute(MOVE_HEAD, (new_head, conversation_id, expected_head))
             if cur.rowcount == 0:
                 head = await read_head(conn, conversation_id)

@@ -73,7 +73,7 @@ from ._redis_scripts import (
     Keys,
     outcome,
 )
-from .base import AttemptNotFoundError, ConversationInfo, LedgerRecord, StoreBase
+from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["DEFAULT_NAMESPACE", "RedisStore"]
 
@@ -238,14 +238,22 @@ class RedisStore(StoreBase):
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
         keys = self._keys(conversation_id)
         rows = _codec.encode_nodes(nodes)
+        fenced = _codec.check_fence(fence)
         records = [_codec.attempt_row(r) for r in attempts]
         expected = "" if expected_head is None else _codec.check_id(expected_head, "node id")
         head = "" if new_head is None else _codec.check_id(new_head, "node id")
         written = "1" if any(node_id == head for node_id, _, _ in rows) else "0"
-        args: list[str | int] = [expected, head, written, len(rows)]
+        args: list[str | int] = [
+            expected,
+            head,
+            written,
+            len(rows),
+            0 if fenced is None else fenced[1],
+        ]
         for node_id, parent_id, data in rows:
             args += [node_id, parent_id or "", data]
         for attempt_id, _, _, data in records:
@@ -259,9 +267,14 @@ class RedisStore(StoreBase):
                 keys.node_order,
                 keys.attempts,
                 keys.attempt_order,
+                keys.info if fenced is None else self._ledger_key(fenced[0]),
             ],
             args,
         )
+        if result[0] == "fenced":
+            assert fenced is not None
+            stored = None if result[1] == "" else int(result[1])
+            raise _codec.fenced_out(fenced[0], stored, fenced[1])
         if result[0] == "conflict":
             raise ConcurrentUpdateError(
                 f"conversation {conversation_id!r}: head is {result[1] or None!r},"

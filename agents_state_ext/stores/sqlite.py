@@ -46,7 +46,7 @@ from ._sqlite_schema import (
     write_nodes,
 )
 from ._sqlite_worker import SQLiteWorker
-from .base import AttemptNotFoundError, ConversationInfo, LedgerRecord, StoreBase
+from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
@@ -218,6 +218,7 @@ class SQLiteStore(StoreBase):
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         rows = _codec.encode_node_rows(nodes)
@@ -226,8 +227,14 @@ class SQLiteStore(StoreBase):
             if head_id is not None:
                 _codec.check_id(head_id, "node id")
         written = {row[0] for row in rows}
+        fenced = _codec.check_fence(fence)
 
         def work(conn: sqlite3.Connection) -> None:
+            if fenced is not None:  # BEGIN IMMEDIATE: no other writer until this one ends
+                key, token = fenced
+                row = conn.execute("SELECT version FROM ledgers WHERE key = ?", (key,)).fetchone()
+                if row is None or row[0] != token:
+                    raise _codec.fenced_out(key, None if row is None else row[0], token)
             head = read_head(conn, cid)
             if head != expected_head:
                 raise ConcurrentUpdateError(

@@ -26,7 +26,14 @@ from ..attempts import AttemptRecord
 from ..errors import StoreError
 from ..graph import ConversationGraph
 from ..nodes import Node
-from .base import ConversationInfo, ConversationStore, LedgerRecord, LedgerStore, TokenCountStore
+from .base import (
+    ConversationInfo,
+    ConversationStore,
+    Fence,
+    LedgerRecord,
+    LedgerStore,
+    TokenCountStore,
+)
 
 __all__ = ["SyncStore"]
 
@@ -195,8 +202,10 @@ class SyncStore:
         expected_head: str | None,
         new_head: str | None,
         attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
     ) -> None:
-        """See :meth:`ConversationStore.commit`."""
+        """See :meth:`ConversationStore.commit` (``fence`` is passed only when given)."""
+        extra: dict[str, Fence] = {} if fence is None else {"fence": fence}
         self._run(
             lambda: self._store.commit(
                 conversation_id,
@@ -204,6 +213,7 @@ class SyncStore:
                 expected_head=expected_head,
                 new_head=new_head,
                 attempts=attempts,
+                **extra,
             )
         )
 

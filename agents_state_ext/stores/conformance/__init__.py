@@ -63,6 +63,8 @@ from .core import (
     check_unknown_conversation,
 )
 from .ledger import (
+    check_fence_against_takeover,
+    check_fenced_commit,
     check_ledger_concurrent_writers,
     check_ledger_delete,
     check_ledger_typed_ids,
@@ -111,6 +113,8 @@ LEDGER_CHECKS: tuple[Check, ...] = (
     check_ledger_delete,
     check_ledger_concurrent_writers,
     check_ledger_typed_ids,
+    check_fenced_commit,
+    check_fence_against_takeover,
 )
 TOKEN_CHECKS: tuple[Check, ...] = (check_token_counts, check_token_typed_ids)
 CHECKS: tuple[Check, ...] = CORE_CHECKS + LEDGER_CHECKS + TOKEN_CHECKS

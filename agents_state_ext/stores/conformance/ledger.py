@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...errors import ConcurrentUpdateError, StoreError
-from ..base import LedgerStore
-from ._support import BAD_IDS, StoreFactory, capable, expect, raises
+from ...attempts import AttemptRecord
+from ...errors import ConcurrentUpdateError, FencedOutError, StoreError
+from ...nodes import Node
+from ..base import Fence, LedgerStore
+from ._support import BAD_IDS, StoreFactory, capable, expect, raises, straight_path
 
 
 async def check_ledger_versions(factory: StoreFactory) -> None:
@@ -97,3 +99,106 @@ async def check_ledger_typed_ids(factory: StoreFactory) -> None:
                 not_=(ConcurrentUpdateError,),
             )
             await raises(StoreError, f"delete_ledger({bad!r})", store.delete_ledger(bad))
+
+
+async def check_fenced_commit(factory: StoreFactory) -> None:
+    """A commit under a fence writes only while the fence's ledger is at the fence's token."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        nodes = straight_path(3)
+        await store.create_conversation("c1", strategy="replay")
+        await store.commit("c1", nodes[:1], expected_head=None, new_head="n0")
+        await raises(
+            FencedOutError,
+            "a commit fenced by a ledger that was never written",
+            store.commit("c1", nodes[1:2], expected_head="n0", new_head="n1", fence=Fence("L", 1)),
+        )
+        token = await store.put_ledger(
+            "L", "lease", expected_version=0, holder="w1", held_until=9.0
+        )
+        record = AttemptRecord(message_id="n2", attempt_id="a1", status="complete")
+        await store.commit(
+            "c1", nodes[1:2], expected_head="n0", new_head="n1", fence=Fence("L", token)
+        )
+        expect(await store.get_head("c1") == "n1", "a commit under a live fence was not written")
+        taken = await store.put_ledger(
+            "L", "taken over", expected_version=token, holder="w2", held_until=9.0
+        )
+        await raises(
+            FencedOutError,
+            "a commit under a fence whose ledger moved on",
+            store.commit(
+                "c1",
+                nodes[2:3],
+                expected_head="n1",
+                new_head="n2",
+                attempts=[record],
+                fence=Fence("L", token),
+            ),
+        )
+        await raises(
+            FencedOutError,
+            "a commit fenced out and expecting a stale head (the fence is checked first)",
+            store.commit("c1", [], expected_head="n0", new_head="n0", fence=Fence("L", token)),
+        )
+        expect(await store.get_head("c1") == "n1", "a fenced-out commit moved the head")
+        expect(
+            [n.id for n in (await store.load_graph("c1")).nodes()] == ["n0", "n1"],
+            "a fenced-out commit wrote its nodes",
+        )
+        expect(await store.list_attempts("c1") == [], "a fenced-out commit wrote its attempts")
+        await store.commit(
+            "c1", nodes[2:3], expected_head="n1", new_head="n2", fence=Fence("L", taken)
+        )
+        expect(await store.get_head("c1") == "n2", "the new holder's fenced commit was refused")
+        for bad in (Fence("L", 0), Fence("", taken), "L"):
+            wrong: Any = bad
+            await raises(
+                StoreError,
+                f"a commit with fence {bad!r}",
+                store.commit("c1", [], expected_head="n2", new_head="n2", fence=wrong),
+                not_=(ConcurrentUpdateError,),
+            )
+
+
+async def check_fence_against_takeover(factory: StoreFactory) -> None:
+    """A fenced commit racing a takeover of its fence: the takeover always lands, and the
+    commit is written only if it was ordered before it (never after it, never in part)."""
+    async with capable(factory, LedgerStore, "ledger") as store:
+        await store.create_conversation("c1", strategy="replay")
+        await store.commit("c1", straight_path(1), expected_head=None, new_head="n0")
+        head = "n0"
+
+        async def take_over(key: str, token: int) -> tuple[int, str | None]:
+            version = await store.put_ledger(
+                key, "l2", expected_version=token, holder="w2", held_until=9.0
+            )
+            return version, await store.get_head("c1")  # what the new holder finds
+
+        for round_ in range(1, 9):
+            key = f"L{round_}"
+            token = await store.put_ledger(key, "l", expected_version=0, holder="w1", held_until=9)
+            node = Node(f"r{round_}", head, "user", "complete", [{"content": str(round_)}])
+            fence = Fence(key, token)
+            commit, taken = await asyncio.gather(
+                store.commit("c1", [node], expected_head=head, new_head=node.id, fence=fence),
+                take_over(key, token),
+                return_exceptions=True,
+            )
+            expect(
+                isinstance(taken, tuple) and taken[0] == token + 1,
+                f"the takeover racing a fenced commit failed: {taken!r}",
+            )
+            stored = await store.get_head("c1")
+            if commit is None:
+                expect(stored == node.id, "a fenced commit that succeeded is not stored")
+                expect(
+                    isinstance(taken, tuple) and taken[1] == node.id,
+                    "a fenced commit was written after its fence was taken over",
+                )
+                head = node.id
+            else:
+                expect(
+                    isinstance(commit, FencedOutError),
+                    f"a fenced commit losing to a takeover raised {commit!r}",
+                )
+                expect(stored == head, "a fenced-out commit moved the head")
