@@ -1,6 +1,8 @@
 """Failure reports of the interruption matrix: per test, grouped by problem; per session, counts.
 
 Set ``STATE_EXT_INTERRUPTION_REPORT=path.json`` to also write every failing cell to a file.
+Under pytest-xdist each worker counts its own tests and hands the counts to the controller
+(``integration/conftest.py``), which prints the summary and writes the file, once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from typing import Any
 
 from ._matrix import Cell, Outcome
 
-__all__ = ["Tally", "render"]
+__all__ = ["PLUGIN_NAME", "SESSION_SUMMARY", "Tally", "render"]
+
+PLUGIN_NAME = "interruption-matrix-tally"  # the session's Tally, as a pytest plugin
+# A test's user property whose text integration/conftest.py prints at the session's end.
+SESSION_SUMMARY = "session-summary"
 
 _EXAMPLES = 4
 
@@ -66,6 +72,24 @@ class Tally:
                 }
             )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The counts as plain data (what a pytest-xdist worker can send to the controller)."""
+        return {
+            "ran": self.ran,
+            "skipped": dict(self.skipped),
+            "failed": self.failed,
+            "kinds": dict(self.kinds),
+            "failures": self.failures,
+        }
+
+    def merge(self, counts: dict[str, Any]) -> None:
+        """Add the counts of another process (its ``to_dict()``)."""
+        self.ran += counts["ran"]
+        self.skipped.update(counts["skipped"])
+        self.failed += counts["failed"]
+        self.kinds.update(counts["kinds"])
+        self.failures += counts["failures"]
+
     def summary(self) -> list[str]:
         """Lines for the end of the session."""
         lines = [
@@ -81,7 +105,9 @@ class Tally:
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """pytest hook: print the summary once the session ends."""
+        """pytest hook: print the summary once the session ends (on the controller, under xdist)."""
+        if hasattr(terminalreporter.config, "workerinput"):
+            return  # a pytest-xdist worker: its counts go to the controller instead
         if self.ran or self.skipped:
             for line in self.summary():
                 terminalreporter.write_line(line)

@@ -16,6 +16,7 @@ import pytest
 from agents_state_ext.testing import MockResponsesAPI
 
 from ._campaign import Tally, draw, run_plan
+from ._report import SESSION_SUMMARY
 from ._talk import fewer_collections
 
 pytestmark = [
@@ -45,12 +46,14 @@ def fast_collector() -> Iterator[None]:
 
 
 async def test_random_fault_sequences_keep_every_conversation_sound(
-    mock: MockResponsesAPI, caplog: pytest.LogCaptureFixture
+    mock: MockResponsesAPI, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
 ) -> None:
     caplog.set_level(logging.CRITICAL, logger="openai.agents")
     tally = Tally()
     for seed in seeds():
         tally.add(await run_plan(mock, draw(seed)))
-    print(tally.summary())
+    # Printed at the session's end by integration/conftest.py, also from a pytest-xdist worker
+    # (whose own output, even with -s, nobody sees).
+    request.node.user_properties.append((SESSION_SUMMARY, tally.summary()))
     if tally.failed:
         pytest.fail(f"{tally.summary()}\n{tally.failures()}", pytrace=False)

@@ -18,7 +18,7 @@ from agents_state_ext.testing import MockResponsesAPI
 from ._continue import CONTINUATIONS
 from ._interrupt import WAYS
 from ._matrix import Cell, enumerate_points, run_point
-from ._report import Tally, render
+from ._report import PLUGIN_NAME, Tally, render
 from ._scripts import SCRIPTS
 from ._support import STREAMED
 from ._talk import STRATEGIES, fewer_collections
@@ -35,7 +35,7 @@ pytestmark = [
 def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
     """Counts over all matrix tests, printed at the end of the session."""
     counts = Tally()
-    request.config.pluginmanager.register(counts, "interruption-matrix-tally")
+    request.config.pluginmanager.register(counts, PLUGIN_NAME)
     yield counts
 
 

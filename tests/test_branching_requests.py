@@ -467,7 +467,11 @@ def test_a_tool_call_turn_lives_in_one_assistant_node() -> None:
     assert graph.children(user.id) == [attempt]
 
 
-@pytest.mark.parametrize("counter", [FixedTokenCounter(), TokenCounter("gpt-4.1")], ids=str)
+# Ids by class name: the default repr of FixedTokenCounter holds a memory address, which differs
+# between pytest-xdist's workers and so breaks their agreement on what was collected.
+@pytest.mark.parametrize(
+    "counter", [FixedTokenCounter(), TokenCounter("gpt-4.1")], ids=lambda c: type(c).__name__
+)
 def test_a_tool_call_turn_goes_whole_or_not_at_all(counter: Any) -> None:
     graph, system, user, attempt, active = tool_graph()
     need = counter.count(system.id, system.items) + counter.count(active.id, active.items)
