@@ -31,6 +31,7 @@ from .config import ServeSettings
 from .events import error_body, error_status
 from .handlers import AgentFactory, ChatServer
 from .leases import LeaseManager
+from .pages import page_routes
 from .runtime import new_worker_id, open_resources
 from .stops import LocalStopBus, StopBus
 
@@ -103,7 +104,7 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
 
 def _starlette(routes: list[Route], lifespan: Any) -> Starlette:
     return Starlette(
-        routes=routes,
+        routes=[*routes, *page_routes()],
         lifespan=lifespan,
         exception_handlers={StarletteHTTPException: _routing_error},
     )
