@@ -11,16 +11,18 @@ Otherwise the branch forks into a new server conversation seeded with the budget
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._items import content_text
 from ..errors import ConversationForkError
 from ..nodes import Node
+from ..stores.base import ConversationStore
+from .guard import WriteGuard, fence_args
 from .plan import Plan
 
-__all__ = ["Placement", "ServerConversations", "place", "seed_items"]
+__all__ = ["Placement", "ServerConversations", "place", "seed_items", "update_stored"]
 
 _MAX_ITEMS_PER_CALL = 20  # the Conversations API takes at most 20 items per call
 
@@ -79,6 +81,27 @@ class ServerConversations:
         """An attempt on the conversation was cancelled or failed after it may have been sent."""
         if conversation_id in self.known:
             self.known[conversation_id]["dirty"] = True
+
+
+async def update_stored(
+    store: ConversationStore,
+    conversation_id: str,
+    change: Callable[[ServerConversations], None],
+    guard: WriteGuard | None = None,
+) -> ServerConversations:
+    """Apply ``change`` to the chat's stored server conversations and store them; the result.
+
+    ``guard`` (a worker's lease) is checked and held still meanwhile (``FencedOutError`` when
+    lost); the metadata write itself is not fenced by the store, unlike a commit.
+    """
+    async with fence_args(guard):
+        meta = (await store.get_conversation(conversation_id)).meta
+        stored = ServerConversations.from_dict(meta.get("server_conversations"))
+        change(stored)
+        await store.update_conversation_meta(
+            conversation_id, {"server_conversations": stored.to_dict()}
+        )
+    return stored
 
 
 @dataclass

@@ -32,8 +32,7 @@ from .. import _compat
 from ..errors import FencedOutError, GraphError, MixedStateOwnerError
 from ..nodes import Node
 from ..state import ConversationState, StrategyName
-from .forks import ServerConversations, place
-from .guard import fence_args
+from .forks import ServerConversations, place, update_stored
 from .plan import Plan, chained, nearest_complete_assistant, selected, with_history
 from .reseed import previous_response_lost
 
@@ -361,20 +360,15 @@ class ConversationStrategy(_Strategy):
         if not touched:
             return
         chat = self._chat
+
+        def merge(stored: ServerConversations) -> None:
+            for conversation_id in sorted(touched):
+                stored.merge(self.servers, conversation_id)
+
         try:
-            # The guard (a worker's lease) is checked and held still meanwhile; the metadata
-            # write itself is not fenced by the store, unlike the commit that follows it.
-            async with fence_args(chat.guard):
-                meta = (await chat.store.get_conversation(chat.id)).meta
-                stored = ServerConversations.from_dict(meta.get("server_conversations"))
-                for conversation_id in sorted(touched):
-                    stored.merge(self.servers, conversation_id)
-                await chat.store.update_conversation_meta(
-                    chat.id, {"server_conversations": stored.to_dict()}
-                )
+            self.servers = await update_stored(chat.store, chat.id, merge, chat.guard)
         except FencedOutError:
             return  # another worker drives the chat now; the commit after this says so
-        self.servers = stored
 
     def adopt(self, meta: Mapping[str, Any]) -> None:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))

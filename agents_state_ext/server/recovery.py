@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from ..attempts import AttemptRecord
-from ..chat.forks import ServerConversations
+from ..chat.forks import ServerConversations, update_stored
 from ..chat.guard import WriteGuard, fence_args
 from ..errors import ConcurrentUpdateError, FencedOutError
 from ..graph import ConversationGraph
@@ -99,14 +99,12 @@ async def _mark_server_conversations(
     names = sorted(s for s in servers if isinstance(s, str))
     if not names:
         return
-    async with fence_args(guard):  # held still meanwhile; the metadata write is not fenced
-        meta = (await store.get_conversation(conversation_id)).meta
-        known = ServerConversations.from_dict(meta.get("server_conversations"))
+
+    def mark(known: ServerConversations) -> None:
         for name in names:
             known.interrupted(name)
-        await store.update_conversation_meta(
-            conversation_id, {"server_conversations": known.to_dict()}
-        )
+
+    await update_stored(store, conversation_id, mark, guard)
 
 
 def _close(
