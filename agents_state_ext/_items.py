@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ __all__ = [
     "ItemKeys",
     "call_of",
     "content_text",
+    "copy_json",
     "digest",
     "field",
     "item_to_dict",
@@ -32,6 +34,27 @@ def item_to_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, Mapping):
         return dict(item)
     raise TypeError(f"cannot read a conversation item of type {type(item).__name__}")
+
+
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data: dicts and lists are new, strings and numbers shared.
+
+    Several times cheaper than ``copy.deepcopy``, which it falls back to for anything else
+    (a tuple, a model object). Any ``Mapping`` becomes a ``dict``.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else copy_json(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    if isinstance(value, Mapping):
+        return {k: copy_json(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 def content_text(content: Any) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .errors import ContextOverflowError, GraphError
+from .graph import ConversationGraph
 from .nodes import Node
 from .tokens import MessageCounter
 
@@ -103,14 +104,21 @@ class _Turns:
 class ContextIndex:
     """Per-conversation cache of a path's turns and counts, reused across builds.
 
-    Keep one per conversation and pass it to every :func:`select_context` call. Paths must
-    be graph paths (each node the parent of the next): since a node then fixes all its
-    ancestors, the newest node an old and a new path share (same object) marks their common
-    prefix, and only the nodes after it are indexed again — one turn after a reply, a short
-    tail after an edit or a branch switch. Status changes made in place are always seen:
-    nodes that were not ``complete`` when indexed are re-checked on every build, and every
-    picked turn before it is returned. Items are not re-read: call :meth:`reset` after
-    changing an indexed node's items in place. Safe to share between threads.
+    Keep one per conversation and pass it to every :func:`select_context` call.
+
+    Given the :class:`ConversationGraph` itself, a build reads the graph's own active path
+    (no copy) and asks the graph which nodes changed status since the last build: a build
+    after no change costs what it keeps, one after a new turn indexes that turn, whatever
+    the history's length. Change the graph's nodes only through the graph, as it requires.
+
+    Given a path (a list of nodes, each the parent of the next), the newest node an old and
+    a new path share (same object) marks their common prefix, and only the nodes after it
+    are indexed again — one turn after a reply, a short tail after an edit or a branch
+    switch. Status changes made in place are seen: nodes that were not ``complete`` when
+    indexed are re-checked on every such build (a cost that grows with the history), and
+    every picked turn is re-checked before it is returned. Items are not re-read: call
+    :meth:`reset` after changing an indexed node's items in place. Safe to share between
+    threads.
     """
 
     def __init__(self) -> None:
@@ -125,40 +133,88 @@ class ContextIndex:
         self._pending: list[int] = []
         self._turn_at: list[int] = []
         self._turns = _Turns()
+        # The graph whose changes the index has followed (None: built from a path), where
+        # in the graph's status journal it stopped, and the graph revision and active node
+        # it last built for, with the counts of that build's required messages.
+        self._graph: ConversationGraph | None = None
+        self._mark = 0
+        self._revision = -1
+        self._active: Node | None = None
+        self._required: list[tuple[Node, int]] = []
+        self._fresh = False  # whether _required holds this build's required messages
 
     def reset(self) -> None:
         """Forget everything indexed; the next build re-reads the whole path."""
         with self._lock:
             self._truncate(0)
+            self._graph = None
+            self._required, self._fresh = [], False
 
     def select(
-        self, path: Sequence[Node], *, budget: int, counter: MessageCounter
+        self,
+        path: Sequence[Node] | ConversationGraph,
+        *,
+        budget: int,
+        counter: MessageCounter,
+        user_id: str | None = None,
     ) -> ContextSelection:
-        """Same as ``select_context(path, budget=..., counter=..., index=self)``."""
-        if not path or path[-1].role != "user":
+        """Same as ``select_context(path, budget=..., counter=..., index=self, ...)``."""
+        graph: ConversationGraph | None = None
+        if isinstance(path, ConversationGraph):
+            graph, path, end = _graph_path(path, user_id)
+        else:
+            if user_id is not None:
+                raise TypeError("user_id= goes with a ConversationGraph, not a path")
+            end = len(path)
+        if not end or path[end - 1].role != "user":
             raise GraphError(
                 "select_context needs the active path ending with the active user message; "
-                f"got {'an empty path' if not path else f'a {path[-1].role} message last'}"
+                f"got {'an empty path' if not end else f'a {path[end - 1].role} message last'}"
             )
         with self._lock:
             if counter is not self._counter:
                 self._truncate(0)
                 self._counter = counter
-            self._sync(path, counter)
+                self._graph = None
+                self._required, self._fresh = [], False
+            active = path[end - 1]
+            if (
+                graph is None
+                or graph is not self._graph
+                or graph.revision != self._revision
+                or active is not self._active
+            ):
+                self._sync(path, end, counter, graph)
+                self._fresh = False
             while True:
-                selection = self._select(path[-1], budget, counter)
+                selection = self._select(active, budget, counter)
                 if isinstance(selection, ContextSelection):
+                    if graph is not None:
+                        self._revision, self._active = graph.revision, active
                     return selection
                 # A picked turn is no longer complete: re-index from it and pick again.
                 self._truncate(selection)
-                self._sync_from(selection, path, counter)
+                self._sync_from(selection, path, end - 1, counter)
+                self._fresh = False
 
     def _select(self, active: Node, budget: int, counter: MessageCounter) -> ContextSelection | int:
         nodes = self._nodes
-        user_counts, assistant_counts = self._user_counts, self._assistant_counts
-        required = [nodes[i] for i in self._system]
-        required.append(active)
-        tokens = {node.id: counter.count(node.id, node.items) for node in required}
+        required = self._required
+        if not self._fresh:
+            # A system message's count is kept while it stays on the path (its content is
+            # final, like an indexed turn's); the active prompt is counted on every build
+            # but a warm one.
+            kept = {id(node): count for node, count in required[:-1]}
+            required = []
+            for i in self._system:
+                node = nodes[i]
+                count = kept.get(id(node))
+                if count is None:
+                    count = counter.count(node.id, node.items)
+                required.append((node, count))
+            required.append((active, counter.count(active.id, active.items)))
+            self._required, self._fresh = required, True
+        tokens = {node.id: count for node, count in required}
         need = sum(tokens.values())
         if need > budget:
             picked: list[int] = []
@@ -166,19 +222,21 @@ class ContextIndex:
         else:
             picked, left = self._turns.pick(budget - need)
         turn_at = self._turn_at
-        for t in picked:
-            at = turn_at[t]
-            if nodes[at].status != "complete" or nodes[at + 1].status != "complete":
-                return at
-        chosen = required[:-1]
+        chosen = [node for node, _ in required[:-1]]
+        items = [item for node in chosen for item in node.items]
+        user_counts, assistant_counts = self._user_counts, self._assistant_counts
         for t in reversed(picked):
             at = turn_at[t]
             user, assistant = nodes[at], nodes[at + 1]
+            if user.status != "complete" or assistant.status != "complete":
+                return at
             chosen += (user, assistant)
+            items += user.items
+            items += assistant.items
             tokens[user.id] = user_counts[t]
             tokens[assistant.id] = assistant_counts[t]
         chosen.append(active)
-        items = [item for node in chosen for item in node.items]
+        items += active.items
         return ContextSelection(
             nodes=chosen,
             items=items,
@@ -186,26 +244,49 @@ class ContextIndex:
             used=budget - left,
             budget=budget,
             overflow=need > budget,
-            required_ids=tuple(node.id for node in required),
+            required_ids=tuple(node.id for node, _ in required),
             turns=len(picked),
         )
 
-    def _sync(self, path: Sequence[Node], counter: MessageCounter) -> None:
+    def _sync(
+        self,
+        path: Sequence[Node],
+        end: int,
+        counter: MessageCounter,
+        graph: ConversationGraph | None,
+    ) -> None:
         nodes, status = self._nodes, self._status
-        shared = min(len(nodes), len(path) - 1)
+        shared = min(len(nodes), end - 1)
         if shared and path[0] is not nodes[0]:
             shared = 0
         while shared and path[shared - 1] is not nodes[shared - 1]:
             shared -= 1
-        for at in self._pending:
-            if at < shared and nodes[at].status != status[at]:
-                shared = at
-                break
+        changed = None
+        if graph is not None and graph is self._graph:
+            changed = graph._status_changes(self._mark)
+        if changed is not None:
+            # The graph says which nodes changed status: only those can have.
+            assert graph is not None
+            where = graph._pos
+            for node in changed:
+                at = where.get(node.id)
+                if at is not None and at < shared and nodes[at] is node:
+                    shared = at
+        else:
+            for at in self._pending:
+                if at < shared and nodes[at].status != status[at]:
+                    shared = at
+                    break
         self._truncate(shared)
-        self._sync_from(shared, path, counter)
+        self._sync_from(shared, path, end - 1, counter)
+        self._graph = graph
+        if graph is not None:
+            self._mark = graph._journal_end()
 
-    def _sync_from(self, start: int, path: Sequence[Node], counter: MessageCounter) -> None:
-        new = path[start:-1]
+    def _sync_from(
+        self, start: int, path: Sequence[Node], stop: int, counter: MessageCounter
+    ) -> None:
+        new = path[start:stop]
         if not new:
             return
         nodes, status = self._nodes, self._status
@@ -246,6 +327,7 @@ class ContextIndex:
         self._turns.extend(list(map(operator.add, users, assistants)))
 
     def _truncate(self, n: int) -> None:
+        self._revision, self._active = -1, None
         del self._nodes[n:], self._status[n:]
         while self._system and self._system[-1] >= n:
             self._system.pop()
@@ -258,13 +340,31 @@ class ContextIndex:
         self._turns.truncate(turns)
 
 
+def _graph_path(
+    graph: ConversationGraph, user_id: str | None
+) -> tuple[ConversationGraph | None, Sequence[Node], int]:
+    """The graph's live active path and how much of it is the request's (up to ``user_id``).
+
+    A ``user_id`` off the active path gets its own branch, built as a path (no graph).
+    """
+    path = graph._path
+    if user_id is None:
+        return graph, path, len(path)
+    at = graph._pos.get(user_id)
+    if at is None:
+        branch = graph.path_to(user_id)
+        return None, branch, len(branch)
+    return graph, path, at + 1
+
+
 @overload
 def select_context(
-    path: Sequence[Node],
+    path: Sequence[Node] | ConversationGraph,
     *,
     budget: int,
     counter: MessageCounter,
     index: ContextIndex | None = None,
+    user_id: str | None = None,
 ) -> ContextSelection: ...
 
 
@@ -273,25 +373,31 @@ def select_context(path: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
 def select_context(
-    path: Sequence[Node] | Mapping[str, Any],
+    path: Sequence[Node] | ConversationGraph | Mapping[str, Any],
     *,
     budget: int | None = None,
     counter: MessageCounter | None = None,
     index: ContextIndex | None = None,
+    user_id: str | None = None,
 ) -> ContextSelection | dict[str, Any]:
     """Choose what the next request sends, from a graph's active path or the plain-dict shape.
 
-    Typed: ``path`` is the active path root→leaf and must end with the active user message
-    (else :class:`GraphError`: the selector does not guess which prompt is active). System
+    Typed: ``path`` is a :class:`ConversationGraph` or a path. A graph's request answers
+    ``user_id`` (default: the active leaf), which must be a user message: its branch is read
+    from the graph's active path without copying it when ``user_id`` is on it (the common
+    case: the active leaf, or the user message a new attempt answers). A path is the branch
+    root→leaf and must end with the active user message. Anything else raises
+    :class:`GraphError`: the selector does not guess which prompt is active. System
     messages anywhere on it are required and sent first; a user message directly followed
     by an assistant message, both ``complete``, is a turn (tool calls live in the assistant
     node's items, so a turn is never split); nothing else from the history is sent. Pass the
-    conversation's :class:`ContextIndex` to make repeated builds cheap: then a build costs
-    the nodes added since the last one, plus each picked turn, plus the jumps over runs of
-    turns too big to fit — a chain of ever cheaper older turns, short for real histories
-    but as long as the history in the worst case (turns growing steadily cheaper into the
-    past). Without an index every build re-reads the whole path (counts still come from
-    ``counter``'s cache).
+    conversation's :class:`ContextIndex` to make repeated builds cheap: then a build from a
+    graph costs the nodes added or changed since the last one, plus each picked turn, plus
+    the jumps over runs of turns too big to fit — a chain of ever cheaper older turns, short
+    for real histories but as long as the history in the worst case (turns growing steadily
+    cheaper into the past). A build from a path also re-checks the path's unfinished nodes
+    (it cannot know which changed). Without an index every build re-reads the whole path
+    (counts still come from ``counter``'s cache).
 
     Plain: ``select_context({"system": [...], "history": [...], "activeUser": {...},
     "budget": n})`` returns ``{"selected": [...], "used": n, "overflow": bool}``; messages
@@ -304,7 +410,7 @@ def select_context(
     if budget is None or counter is None:
         raise TypeError("select_context(path, ...) needs budget= and counter=")
     index = index if index is not None else ContextIndex()
-    return index.select(path, budget=budget, counter=counter)
+    return index.select(path, budget=budget, counter=counter, user_id=user_id)
 
 
 def _select_plain(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ graph exactly as it was::
 
 from __future__ import annotations
 
-import copy
+import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ._items import copy_json
 from .errors import GraphError, InvalidTargetError, InvalidTransitionError, NodeNotFoundError
 from .nodes import NODE_STATUSES, Node, NodeStatus, Role
 
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 GRAPH_VERSION = 1
+_LOG_MAX = 4096
 _ROLES: tuple[Role, ...] = ("system", "user", "assistant")
 _IN_FLIGHT: tuple[NodeStatus, ...] = ("queued", "streaming")
 _UNFINISHED: tuple[NodeStatus, ...] = (*_IN_FLIGHT, "awaiting_approval")
@@ -42,13 +43,23 @@ Content = str | Sequence[Mapping[str, Any]]
 
 def default_id_factory(prefix: str) -> str:
     """``<prefix>_<uuid4 hex>``: ``msg_`` for nodes, ``att_`` attempts, ``req_`` requests."""
-    return f"{prefix}_{uuid.uuid4().hex}"
+    # uuid.uuid4().hex without building a UUID object (a third of the cost): 16 random
+    # bytes with the version-4 and RFC 4122 variant bits set, as uuid4 sets them.
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return f"{prefix}_{raw.hex()}"
 
 
 def _copy_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    # The one copy of what a caller hands in: the graph never aliases the caller's objects.
     if isinstance(items, (str, bytes)) or not all(isinstance(i, Mapping) for i in items):
         raise GraphError("items must be a list of Responses input item dicts")
-    return [dict(copy.deepcopy(item)) for item in items]
+    return [copy_json(item) for item in items]
+
+
+def _copy_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    return copy_json(meta) if meta else {}
 
 
 def _message_items(role: Role, content: Content) -> list[dict[str, Any]]:
@@ -65,7 +76,10 @@ class ConversationGraph:
 
     ``id_factory(prefix)`` makes every id and ``clock()`` every timestamp, so tests can pin
     both. The active path is cached and extended in place on append, so reading it repeatedly
-    costs a list copy, not a walk. ``revision`` grows on every change.
+    costs a list copy, not a walk (``path_to`` a node on it too). ``revision`` grows on every
+    change, and the graph notes which nodes changed status, so a ``ContextIndex`` given the
+    graph rebuilds a request in proportion to what changed and what it keeps. Items and meta
+    handed to the graph are copied once, on the way in; it never aliases a caller's objects.
     """
 
     def __init__(
@@ -79,12 +93,18 @@ class ConversationGraph:
         self._clock = clock or time.time
         self.conversation_id = conversation_id or self._new_id("conv")
         self._nodes: dict[str, Node] = {}
-        self._children: dict[str | None, list[str]] = {}  # key None holds the roots
+        # Key None holds the roots. One child is kept as its id, several as a list: most
+        # nodes have exactly one, and a list per node would cost more than the node itself.
+        self._children: dict[str | None, str | list[str]] = {}
         self._leaf: str | None = None
         self._path: list[Node] = []
         self._pos: dict[str, int] = {}  # index of each active-path node in _path
         self._revision = 0
         self._changed: dict[str, None] = {}
+        # Nodes whose status changed after they were added, oldest first (_log_base entries
+        # were dropped from the front): how a ContextIndex learns what changed in O(changes).
+        self._log: list[Node] = []
+        self._log_base = 0
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -121,6 +141,9 @@ class ConversationGraph:
 
     def path_to(self, node_id: str) -> list[Node]:
         """The branch from the root to ``node_id``, root first."""
+        at = self._pos.get(node_id)
+        if at is not None:  # on the active path: a slice, not a walk
+            return self._path[: at + 1]
         path = [self.get(node_id)]
         while path[-1].parent_id is not None:
             path.append(self._nodes[path[-1].parent_id])
@@ -130,15 +153,15 @@ class ConversationGraph:
     def children(self, node_id: str) -> list[Node]:
         """Direct children of ``node_id``, oldest first."""
         self.get(node_id)
-        return [self._nodes[c] for c in self._children.get(node_id, ())]
+        return [self._nodes[c] for c in self._kids(node_id)]
 
     def siblings(self, node_id: str) -> list[Node]:
         """Every node sharing ``node_id``'s parent, itself included, oldest first."""
-        return [self._nodes[c] for c in self._children[self.get(node_id).parent_id]]
+        return [self._nodes[c] for c in self._kids(self.get(node_id).parent_id)]
 
     def branches(self) -> list[str]:
         """Ids of every leaf (a node without children), oldest first; see ``path_to``."""
-        return [n for n in self._nodes if not self._children.get(n)]
+        return [n for n in self._nodes if n not in self._children]
 
     def take_changes(self) -> list[Node]:
         """Nodes added or changed since the last call, in first-change order: what to store."""
@@ -243,7 +266,7 @@ class ConversationGraph:
         node = self._in_flight(node_id, "pause")
         if items is not None:
             node.items = _copy_items(items)
-        node.meta.update(copy.deepcopy(dict(meta or {})))
+        node.meta.update(_copy_meta(meta))
         return self._touch(node, "awaiting_approval")
 
     def resume(self, node_id: str, *, meta: Mapping[str, Any] | None = None) -> Node:
@@ -251,7 +274,7 @@ class ConversationGraph:
         node = self.get(node_id)
         if node.role != "assistant" or node.status != "awaiting_approval":
             raise InvalidTransitionError(f"cannot resume {node.id}: it is {node.status}")
-        node.meta.update(copy.deepcopy(dict(meta or {})))
+        node.meta.update(_copy_meta(meta))
         return self._touch(node, "streaming")
 
     def annotate(self, node_id: str, meta: Mapping[str, Any]) -> Node:
@@ -259,7 +282,7 @@ class ConversationGraph:
         node = self.get(node_id)
         if node.status != "awaiting_approval":
             raise InvalidTransitionError(f"cannot annotate {node.id}: it is {node.status}")
-        node.meta.update(copy.deepcopy(dict(meta)))
+        node.meta.update(_copy_meta(meta))
         self._changed[node.id] = None
         self._revision += 1
         return node
@@ -309,10 +332,10 @@ class ConversationGraph:
         self._check_appendable(old)
         items = _message_items("user", content)
         new_id = self._fresh_id("msg")
-        stack = list(self._children.get(old.id, ()))
+        stack = list(self._kids(old.id))
         while stack:
             node = self._nodes[stack.pop()]
-            stack.extend(self._children.get(node.id, ()))
+            stack.extend(self._kids(node.id))
             if node.status != "invalid":
                 node.meta["status_before_invalid"] = node.status
                 node.meta["invalidated_by"] = new_id
@@ -379,7 +402,7 @@ class ConversationGraph:
             if node.role not in _ROLES or node.status not in NODE_STATUSES:
                 raise GraphError(f"node {node.id!r} has role {node.role!r}, status {node.status!r}")
             graph._nodes[node.id] = node
-            graph._children.setdefault(node.parent_id, []).append(node.id)
+            graph._add_child(node.parent_id, node.id)
         graph._check_tree()
         if active_leaf is not None:
             graph._set_leaf(graph.get(active_leaf))
@@ -422,7 +445,7 @@ class ConversationGraph:
     ) -> Node:
         self._check_appendable(user)
         attempt_id, request_id = self._fresh_id("att"), request_id or self._fresh_id("req")
-        node = self._insert("assistant", user.id, "queued", [], dict(meta or {}))
+        node = self._insert("assistant", user.id, "queued", [], meta)
         node.attempt_id, node.request_id = attempt_id, request_id
         return node
 
@@ -438,7 +461,7 @@ class ConversationGraph:
         parent_id: str | None,
         status: NodeStatus,
         items: list[dict[str, Any]],
-        meta: dict[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
         node_id: str | None = None,
     ) -> Node:
         node = Node(
@@ -448,23 +471,53 @@ class ConversationGraph:
             status=status,
             items=items,
             created_at=self._clock(),
-            meta=copy.deepcopy(meta or {}),
+            meta=_copy_meta(meta),
         )
         self._nodes[node.id] = node
-        self._children.setdefault(parent_id, []).append(node.id)
+        self._add_child(parent_id, node.id)
         self._set_leaf(node)
         return self._touch(node, status)
 
     def _finish(self, node: Node, status: NodeStatus, meta: Mapping[str, Any] | None) -> Node:
-        node.meta.update(copy.deepcopy(dict(meta or {})))
+        if meta:
+            node.meta.update(_copy_meta(meta))
         node.meta["finished_at"] = self._clock()
         return self._touch(node, status)
 
     def _touch(self, node: Node, status: NodeStatus) -> Node:
-        node.status = status
+        if node.status != status:
+            node.status = status
+            log = self._log
+            log.append(node)
+            if len(log) > _LOG_MAX:
+                del log[: _LOG_MAX // 2]
+                self._log_base += _LOG_MAX // 2
         self._changed[node.id] = None
         self._revision += 1
         return node
+
+    def _status_changes(self, mark: int) -> list[Node] | None:
+        """Nodes whose status changed since journal position ``mark`` (None: too long ago)."""
+        start = mark - self._log_base
+        return self._log[start:] if start >= 0 else None
+
+    def _journal_end(self) -> int:
+        return self._log_base + len(self._log)
+
+    def _kids(self, parent_id: str | None) -> Sequence[str]:
+        kids = self._children.get(parent_id)
+        if kids is None:
+            return ()
+        return (kids,) if isinstance(kids, str) else kids
+
+    def _add_child(self, parent_id: str | None, node_id: str) -> None:
+        kids = self._children.get(parent_id)
+        if kids is None:
+            self._children[parent_id] = node_id
+        elif isinstance(kids, str):
+            self._children[parent_id] = [kids, node_id]
+        else:
+            kids.append(node_id)
 
     def _set_leaf(self, node: Node) -> None:
         # Keep the common moves O(1): append under the leaf, or fork from a node on the path.

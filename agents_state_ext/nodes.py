@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from ._items import content_text
+from ._items import content_text, copy_json
+from .types import NodeStatus, Role
 
 __all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
 
-Role = Literal["system", "user", "assistant"]
-NodeStatus = Literal[
-    "queued", "streaming", "awaiting_approval", "complete", "cancelled", "failed", "invalid"
-]
 NODE_STATUSES: tuple[NodeStatus, ...] = (
     "queued",
     "streaming",
@@ -25,7 +21,7 @@ NODE_STATUSES: tuple[NodeStatus, ...] = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One message in the graph.
 
@@ -34,6 +30,8 @@ class Node:
     together: a turn is never split. ``attempt_id`` and ``request_id`` are set on assistant
     attempts; ``meta`` carries free-form attempt metadata (response id, model, error text, the
     node an edit replaced, ...).
+
+    Nodes have ``__slots__`` (a graph holds one per message, so no per-node ``__dict__``).
     """
 
     id: str
@@ -57,11 +55,11 @@ class Node:
             "parent_id": self.parent_id,
             "role": self.role,
             "status": self.status,
-            "items": copy.deepcopy(self.items),
+            "items": copy_json(self.items),
             "attempt_id": self.attempt_id,
             "request_id": self.request_id,
             "created_at": self.created_at,
-            "meta": copy.deepcopy(self.meta),
+            "meta": copy_json(self.meta),
         }
 
     @classmethod
@@ -72,9 +70,9 @@ class Node:
             parent_id=data.get("parent_id"),
             role=data["role"],
             status=data["status"],
-            items=copy.deepcopy(list(data.get("items") or [])),
+            items=copy_json(list(data.get("items") or [])),
             attempt_id=data.get("attempt_id"),
             request_id=data.get("request_id"),
             created_at=float(data.get("created_at") or 0.0),
-            meta=copy.deepcopy(dict(data.get("meta") or {})),
+            meta=copy_json(dict(data.get("meta") or {})),
         )

@@ -403,7 +403,18 @@ class TokenCounter:
 
     def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of one message's items, encoded once per (id, content, encoding)."""
-        return self.count_many(((message_id, items),))[0]
+        # The one-message case of count_many, read directly: a build counts its required
+        # messages this way every time.
+        known = self._trusted.get(message_id) if self._trusted else None
+        if known is None:
+            fingerprint = _read_texts((items,))[0]
+            cached = self._cache.get(message_id)
+            if cached is None or cached[:-1] != fingerprint:
+                return self._count_many([(message_id, items)])[0]
+            known = cached[-1]
+        with self._lock:
+            self._hits += 1
+        return known
 
     def trust(self, counts: Mapping[str, int]) -> None:
         """Take counts made earlier, by message id, for messages whose content never changes.

@@ -1,4 +1,9 @@
-"""``python -m bench``: run every benchmark pair, print the tables, write the JSON results."""
+"""``python -m bench``: run every benchmark pair, print the tables, write the JSON results.
+
+``--markdown docs/performance.md`` also writes the run's one table of targets (target, ours,
+anchor, ratio, met or missed, the command that measures it) and the run's machine and duration
+into that page, between its ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` markers.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,7 +22,7 @@ from typing import Any
 from . import bench_context, bench_store, bench_tracker, bench_wrapper
 from ._common import Section
 
-__all__ = ["SUITES", "Section", "main"]
+__all__ = ["BEGIN", "END", "SUITES", "Section", "main", "targets_table", "write_page"]
 
 SUITES: dict[str, Callable[..., Section]] = {
     "context": bench_context.run,
@@ -25,16 +31,19 @@ SUITES: dict[str, Callable[..., Section]] = {
     "store": bench_store.run,
 }
 RESULTS = Path(__file__).parent / "results" / "latest.json"
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
 
 
 def machine() -> dict[str, Any]:
-    versions = {}
-    for name in ("openai-agents", "openai", "tiktoken", "langchain-core"):
+    versions: dict[str, str | None] = {}
+    for name in ("openai-agents", "openai", "tiktoken", "langchain-core", "SQLAlchemy", "psycopg"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
     return {
+        "load_average": list(os.getloadavg()),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
@@ -49,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--only", choices=sorted(SUITES), action="append", help="run only these")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file ({RESULTS})")
+    parser.add_argument(
+        "--markdown", type=Path, help="write the targets table into this page (between markers)"
+    )
     args = parser.parse_args(argv)
     # The SDK would try to export traces of every benchmark run.
     os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
@@ -71,19 +83,85 @@ def main(argv: list[str] | None = None) -> int:
         print(section.render())
         print(f"({name}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
     total = time.perf_counter() - started
-    missed = [t for s in sections.values() for t in s["targets"] if not t["met"]]
-    print(f"total {total:.0f} s; targets missed: {len(missed)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    missed = [t for s in sections.values() for t in s["targets"] if t["met"] is False]
     report = {
         "command": command,
         "quick": args.quick,
-        "machine": info,
+        "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {**info, "load_average_end": list(os.getloadavg())},
         "seconds": total,
         "sections": sections,
     }
+    print(targets_table(report))
+    print(f"\ntotal {total:.0f} s; targets missed: {len(missed)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}")
+    if args.markdown is not None:
+        write_page(args.markdown, report)
+        print(f"wrote {args.markdown}")
     return 0
+
+
+def targets_table(report: dict[str, Any]) -> str:
+    """The run's one table: every target of every section, met, missed or not measured."""
+    head = ("target", "ours", "anchor", "ratio", "met", "command")
+    quick = " --quick" if report["quick"] else ""
+    body = []
+    for name, section in report["sections"].items():
+        for t in section["targets"]:
+            verdict = {True: "met", False: "**MISSED**", None: "not measured"}[t["met"]]
+            body.append(
+                (
+                    t["target"],
+                    t.get("ours", "—"),
+                    t.get("anchor", "—"),
+                    t.get("ratio", t["measured"]),
+                    verdict,
+                    f"`python -m bench{quick} --only {name}`",
+                )
+            )
+    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    lines = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    return "\n".join(lines + [line(row) for row in body])
+
+
+def _run_facts(report: dict[str, Any]) -> str:
+    info = report["machine"]
+    packages = ", ".join(f"{k} {v}" for k, v in info["packages"].items() if v)
+    verdicts = [t["met"] for s in report["sections"].values() for t in s["targets"]]
+    start, end = info["load_average"][0], info["load_average_end"][0]
+    lines = [
+        f"- Command: `{report['command']}`, finished {report['finished']}, "
+        f"{report['seconds']:.0f} s wall time.",
+        f"- Machine: {info['cores']} cores ({info['processor']}, {info['platform']}), "
+        f"Python {info['python']}; {packages}.",
+        f"- Load average (1 min) at the start {start:.2f}, at the end {end:.2f}: above 0 means "
+        "other work shared the machine; the pairs are interleaved so both sides share it.",
+        f"- Targets: {verdicts.count(True)} met, {verdicts.count(False)} missed, "
+        f"{verdicts.count(None)} not measured.",
+    ]
+    if report["quick"]:
+        lines.append(
+            "- **A `--quick` run**: tiny sizes and few pairs, to show the format only; its "
+            "numbers are not results."
+        )
+    return "\n".join(lines)
+
+
+def write_page(page: Path, report: dict[str, Any]) -> None:
+    """Replace what lies between the page's markers with this run's facts and table."""
+    text = page.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{page} has no {BEGIN} ... {END} markers")
+    before, rest = text.split(BEGIN, 1)
+    _, after = rest.split(END, 1)
+    block = f"{BEGIN}\n{_run_facts(report)}\n\n{targets_table(report)}\n{END}"
+    page.write_text(before + block + after)
 
 
 if __name__ == "__main__":

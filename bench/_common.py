@@ -1,7 +1,9 @@
-"""What every benchmark shares: seeded synthetic conversations, interleaved timing, tables.
+"""What every benchmark shares: seeded synthetic conversations, interleaved pairs, tables.
 
-Timings are medians of interleaved repeats (A, B, A, B, ...), so a burst of load on a shared
-machine hits both sides of a pair alike; ratios are taken within one run, never across runs.
+Every comparison is a run of interleaved pairs (ours, anchor, anchor, ours, ...: the side that
+goes first alternates), so a burst of load on a shared machine hits both sides of a pair alike.
+Both sides report the same statistic, the median with its p10-p90 spread, and a ratio is the
+median of the per-pair ratios, taken within one run, never across runs.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
+from agents_state_ext import ConversationGraph, Node
 
 __all__ = [
     "BUDGET",
@@ -26,12 +27,18 @@ __all__ = [
     "Row",
     "Section",
     "Synthetic",
-    "interleaved",
+    "fmt_ratio",
+    "fmt_seconds",
+    "fmt_spread",
     "interleaved_pairs",
     "make_chat",
     "make_graph",
     "median",
+    "pair_cells",
+    "spread",
+    "target_line",
     "text",
+    "timed_pairs",
 ]
 
 BUDGET = 8_000
@@ -168,27 +175,15 @@ def median(samples: Sequence[float]) -> float:
     return statistics.median(samples) if samples else float("nan")
 
 
-def interleaved(
-    cases: Mapping[str, Callable[[], object]], repeats: int, *, warmup: int = 1
-) -> dict[str, float]:
-    """Median seconds per call of each case, the cases run in turn ``repeats`` times."""
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(warmup):
-        for run in cases.values():
-            run()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for name, run in cases.items():
-                start = time.perf_counter()
-                run()
-                samples[name].append(time.perf_counter() - start)
-            gc.collect()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return {name: median(values) for name, values in samples.items()}
+def spread(samples: Sequence[float]) -> tuple[float, float, float]:
+    """(p10, median, p90) of ``samples``: the statistic every row of the bench reports."""
+    values = sorted(samples)
+    if not values:
+        return (float("nan"),) * 3
+    if len(values) < 3:
+        return values[0], median(values), values[-1]
+    deciles = statistics.quantiles(values, n=10, method="inclusive")
+    return deciles[0], median(values), deciles[-1]
 
 
 @dataclass
@@ -203,18 +198,68 @@ class Pairs:
         """ours / anchor of each pair: below 1 means ours was faster in that pair."""
         return [o / a for o, a in zip(self.ours, self.anchor, strict=True)]
 
+    @property
+    def speedups(self) -> list[float]:
+        """anchor / ours of each pair: above 1 means ours was faster in that pair."""
+        return [a / o for o, a in zip(self.ours, self.anchor, strict=True)]
+
     def summary(self) -> dict[str, Any]:
-        """Medians of both sides, and the median, quartiles and range of the per-pair ratios."""
+        """Both sides' medians and p10-p90, and the per-pair ratio's median, IQR, p10-p90, range."""
         ratios = sorted(self.ratios)
         q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        r10, r50, r90 = spread(ratios)
+        o10, o50, o90 = spread(self.ours)
+        a10, a50, a90 = spread(self.anchor)
         return {
             "pairs": len(ratios),
-            "ours_median_s": median(self.ours),
-            "anchor_median_s": median(self.anchor),
-            "ours_over_anchor": median(ratios),
+            "ours_median_s": o50,
+            "anchor_median_s": a50,
+            "ours_p10_p90_s": [o10, o90],
+            "anchor_p10_p90_s": [a10, a90],
+            "ours_over_anchor": r50,
             "ratio_iqr": [q1, q3],
+            "ratio_p10_p90": [r10, r90],
             "ratio_min_max": [ratios[0], ratios[-1]],
         }
+
+
+def timed_pairs(
+    ours: Callable[[], object],
+    anchor: Callable[[], object],
+    pairs: int,
+    *,
+    warmup: int = 1,
+    inner_ours: int = 1,
+    inner_anchor: int = 1,
+) -> Pairs:
+    """Time ``pairs`` pairs of calls, alternating which side goes first in each pair.
+
+    A sample is the mean of ``inner_*`` back-to-back calls (for work of a few microseconds).
+    The collector runs between pairs, never inside one, on both sides alike (its young and
+    middle generations each time; a full collection when one is due).
+    """
+    for _ in range(warmup):
+        ours()
+        anchor()
+    result = Pairs([], [])
+    clock = time.perf_counter
+    gc_was_enabled = gc.isenabled()
+    try:
+        for n in range(pairs):
+            gc.collect(1)
+            gc.disable()
+            order = ((ours, inner_ours, result.ours), (anchor, inner_anchor, result.anchor))
+            for run, inner, samples in order if n % 2 == 0 else order[::-1]:
+                start = clock()
+                for _ in range(inner):
+                    run()
+                samples.append((clock() - start) / inner)
+            if gc_was_enabled:
+                gc.enable()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return result
 
 
 async def interleaved_pairs(
@@ -223,21 +268,27 @@ async def interleaved_pairs(
     pairs: int,
     *,
     warmup: int = 2,
+    before: Callable[[], object] | None = None,
 ) -> Pairs:
     """Time ``pairs`` pairs of awaited calls, alternating which side goes first in each pair.
 
     The garbage collector is left as the caller set it (a user's process runs with it on), so
     a collection lands in whichever call allocates when it is due; alternating the order
-    shares that, and any other burst of load, between the sides.
+    shares that, and any other burst of load, between the sides. ``before`` runs untimed
+    before every call (fresh fixtures, for instance).
     """
     for _ in range(warmup):
-        await ours()
-        await anchor()
+        for run in (ours, anchor):
+            if before is not None:
+                before()
+            await run()
     result = Pairs([], [])
     clock = time.perf_counter
     for n in range(pairs):
         order = ((ours, result.ours), (anchor, result.anchor))
         for run, samples in order if n % 2 == 0 else order[::-1]:
+            if before is not None:
+                before()
             start = clock()
             await run()
             samples.append(clock() - start)
@@ -268,14 +319,6 @@ class GcTimer:
 
     def __exit__(self, *exc: object) -> None:
         gc.callbacks.remove(self._callback)
-
-
-def loop_time(run: Callable[[], object], calls: int) -> float:
-    """Seconds per call over ``calls`` back-to-back calls (for sub-microsecond work)."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    return (time.perf_counter() - start) / calls
 
 
 @dataclass
@@ -321,8 +364,27 @@ class Section:
     notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
-    def target(self, name: str, met: bool, measured: str) -> None:
-        self.targets.append({"target": name, "met": met, "measured": measured})
+    def target(
+        self,
+        name: str,
+        met: bool | None,
+        measured: str,
+        *,
+        ours: str = "—",
+        anchor: str = "—",
+        ratio: str = "—",
+    ) -> None:
+        """Record a target's verdict (``None``: not measured) and the cells of its table row."""
+        self.targets.append(
+            {
+                "target": name,
+                "met": met,
+                "measured": measured,
+                "ours": ours,
+                "anchor": anchor,
+                "ratio": ratio,
+            }
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -355,11 +417,27 @@ class Section:
             lines.append(f"- check: {check}")
         for note in self.notes:
             lines.append(f"- {note}")
-        for t in self.targets:
-            lines.append(
-                f"- target {'MET   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}"
-            )
+        lines += [target_line(t) for t in self.targets]
         return "\n".join(lines)
+
+
+def target_line(target: Mapping[str, Any]) -> str:
+    """One target as a line under a section's table."""
+    verdict = {True: "MET   ", False: "MISSED", None: "NOT MEASURED"}[target["met"]]
+    return f"- target {verdict} {target['target']}: {target['measured']}"
+
+
+def fmt_spread(
+    values: Sequence[float], fmt: Callable[[float], str], *, label: str = "p10-p90"
+) -> str:
+    """``median [p10-p90 low-high]`` of ``values``, each formatted with ``fmt``."""
+    low, mid, high = spread(values)
+    return f"{fmt(mid)} [{label} {fmt(low)}-{fmt(high)}]"
+
+
+def fmt_ratio(value: float) -> str:
+    """A ratio: two decimals below 100, thousands separators above."""
+    return f"{value:.2f}x" if value < 100 else f"{value:,.0f}x"
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -369,6 +447,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return fmt_seconds(value)
     if unit == "bytes":
         return f"{value / 1024:,.0f} KiB"
+    if unit == "Ir":
+        return f"{value / 1e6:,.1f} M Ir"
     return f"{value:,.4g} {unit}".strip()
 
 
@@ -382,6 +462,17 @@ def fmt_seconds(value: float) -> str:
 
 def _ratio(row: Row) -> str:
     ratio = row.ratio
-    if ratio is None:
-        return "—"
-    return f"{ratio:.2f}x" if ratio < 100 else f"{ratio:,.0f}x"
+    return "—" if ratio is None else fmt_ratio(ratio)
+
+
+def pair_cells(pairs: Pairs, *, speedup: bool = False) -> dict[str, str]:
+    """The table cells of a timed pair: each side's median [p10-p90], and the per-pair ratio.
+
+    The ratio is ours / anchor, or anchor / ours with ``speedup`` ("how many times faster").
+    """
+    ratios = pairs.speedups if speedup else pairs.ratios
+    return {
+        "ours": fmt_spread(pairs.ours, fmt_seconds),
+        "anchor": fmt_spread(pairs.anchor, fmt_seconds),
+        "ratio": fmt_spread(ratios, fmt_ratio) + (" faster" if speedup else ""),
+    }

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agents_state_ext.nodes import Node
+from agents_state_ext import Node
 
-from ._common import Pairs, Row, Section, fmt_seconds
+from ._common import Pairs, Row, Section, fmt_seconds, pair_cells, target_line
 
 __all__ = [
     "CID",
@@ -70,6 +70,7 @@ class StoreSection(Section):
                 bool(met),
                 f"{summary['ours_over_anchor']:.2f}x (IQR {q1:.2f}-{q3:.2f}, "
                 f"{summary['pairs']} pairs)",
+                **pair_cells(pairs),
             )
         return summary
 
@@ -86,10 +87,7 @@ class StoreSection(Section):
         lines += [line(cells) for cells in body]
         lines += [f"- check: {check}" for check in self.checks]
         lines += [f"- {note}" for note in self.notes]
-        lines += [
-            f"- target {'MET   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}"
-            for t in self.targets
-        ]
+        lines += [target_line(t) for t in self.targets]
         for name, text in self.details.get("profiles", {}).items():
             lines += ["", f"### profile: {name}", "", "```text", text.rstrip(), "```"]
         return "\n".join(lines)

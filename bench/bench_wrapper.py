@@ -1,110 +1,54 @@
 """Wrapper overhead: ``ConversationState.previous_response().run()`` vs the SDK's own chaining.
 
 One agent with one function tool; a run of N turns is N tool-call responses and a final text
-answer (N + 1 model requests). Ours: ``ConversationState.previous_response().run(...)`` /
-``.run_streamed(...)``, a new state per run. Theirs: ``Runner.run(...,
-auto_previous_response_id=True)``, the SDK's own ``previous_response_id`` chaining. Both with
-``max_turns`` raised to N + 5.
+answer (N + 1 model requests; :mod:`bench._scripted`). Ours:
+``ConversationState.previous_response().run(...)`` / ``.run_streamed(...)``, a new state per
+run. Theirs: ``Runner.run(..., auto_previous_response_id=True)``, the SDK's own
+``previous_response_id`` chaining. Both with ``max_turns`` raised to N + 5.
 
 Two backends: the stateful mock Responses API (``MockResponsesAPI``, real ``AsyncOpenAI`` and
 ``OpenAIResponsesModel`` over an httpx2 MockTransport, so HTTP and parsing are in the loop) and
-a no-network ``Model`` that returns canned responses, which isolates the CPU cost of the SDK and
-the wrapper.
+a no-network ``Model`` that plays canned responses, which isolates the CPU cost of the SDK and
+the wrapper. Each cell is at least 30 interleaved pairs of runs; its overhead is the median of
+the per-pair ratios ours / SDK, minus one, with its p10-p90.
+
+The deterministic figure: the instructions both sides execute for the same scripted canned
+run, counted by ``valgrind --tool=callgrind`` (:mod:`bench._callgrind_run`); noise on the
+machine cannot move it. Without valgrind the row says it was not measured.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import statistics
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
-from agents.items import ModelResponse
+from agents import Agent, ModelSettings, Runner, set_tracing_disabled
 from agents.models.interface import Model
-from agents.usage import Usage
-from openai.types.responses import (
-    Response,
-    ResponseCompletedEvent,
-    ResponseCreatedEvent,
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from agents_state_ext import ConversationState
 from agents_state_ext.testing import MockResponsesAPI, Reply, ResponseContext
 
-from ._common import Row, Section
+from ._callgrind_run import UNDER_CALLGRIND
+from ._common import Pairs, Row, Section, fmt_spread, interleaved_pairs, median, pair_cells
+from ._scripted import PROMPT, CannedModel, lookup_order
 
-LENGTHS = (1, 50, 500)
-QUICK_LENGTHS = (1, 5)
-PROMPT = "Look up each order in turn and tell me which are late."
-
-
-@function_tool
-def lookup_order(order_id: str) -> str:
-    """Status of one order."""
-    return f"{order_id}: shipped"
-
-
-def _call_output(k: int) -> ResponseFunctionToolCall:
-    return ResponseFunctionToolCall(
-        id=f"fc_{k}",
-        call_id=f"call_{k}",
-        type="function_call",
-        name="lookup_order",
-        arguments=f'{{"order_id": "ord_{k:05d}"}}',
-        status="completed",
-    )
-
-
-def _text_output(k: int) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id=f"msg_{k}",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text="All on time.", annotations=[])],
-    )
-
-
-class CannedModel(Model):
-    """No network: ``tool_calls`` function calls, then a text answer; ids never repeat."""
-
-    def __init__(self, tool_calls: int) -> None:
-        self.tool_calls = tool_calls
-        self.calls = 0
-
-    def _next(self) -> tuple[str, list[Any]]:
-        self.calls += 1
-        k = self.calls
-        output: list[Any] = [_call_output(k) if k <= self.tool_calls else _text_output(k)]
-        return f"resp_{k}", output
-
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        response_id, output = self._next()
-        return ModelResponse(output=output, usage=Usage(), response_id=response_id)
-
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        response_id, output = self._next()
-        response = Response(
-            id=response_id,
-            created_at=0,
-            model="canned",
-            object="response",
-            output=output,
-            parallel_tool_calls=False,
-            tool_choice="auto",
-            tools=[],
-            status="completed",
-        )
-        yield ResponseCreatedEvent(type="response.created", response=response, sequence_number=0)
-        yield ResponseCompletedEvent(
-            type="response.completed", response=response, sequence_number=1
-        )
+LENGTHS = (1, 10, 50)
+QUICK_LENGTHS = (1, 3)
+PAIRS = 30
+QUICK_PAIRS = 3
+CALLGRIND_TURNS = 20
+CALLGRIND_RUNS = 3
+TARGET = 0.05
 
 
 def _mock_responder(tool_calls: int) -> Callable[[ResponseContext], Reply]:
@@ -121,129 +65,230 @@ async def _consume(result: Any) -> None:
         pass
 
 
-def _runner(
-    side: str, streamed: bool, make_agent: Callable[[], Agent[Any]], turns: int
-) -> Callable[[], Awaitable[Any]]:
-    max_turns = turns + 5
+class Cell:
+    """One cell (backend, streamed, N): fresh fixtures before each run, both sides' runners."""
 
-    async def ours() -> Any:
+    def __init__(self, backend: str, streamed: bool, turns: int) -> None:
+        self.backend, self.streamed, self.turns = backend, streamed, turns
+        self.mock: MockResponsesAPI | None = MockResponsesAPI() if backend == "mock" else None
+        self.model: Model | None = None
+        self.settings = ModelSettings(store=True)
+        self.last: dict[str, Any] = {}
+
+    def before(self) -> None:
+        """Untimed: a reset mock (or a new canned model), and a young collection."""
+        if self.mock is not None:
+            self.mock.reset()
+            self.mock.responder = _mock_responder(self.turns)
+            self.model = self.mock.model()
+        else:
+            self.model = CannedModel(self.turns)
+        # Young and middle generations only: a full collection of the process's heap (the
+        # tokenizer's ranks, the SDK's modules) takes longer than a short run.
+        gc.collect(1)
+
+    def agent(self) -> Agent[Any]:
+        assert self.model is not None
+        return Agent(name="bench", model=self.model, tools=[lookup_order],
+                     model_settings=self.settings)  # fmt: skip
+
+    async def ours(self) -> None:
+        max_turns = self.turns + 5
         state = ConversationState.previous_response()
-        if streamed:
-            result = state.run_streamed(make_agent(), PROMPT, max_turns=max_turns)
+        if self.streamed:
+            result: Any = state.run_streamed(self.agent(), PROMPT, max_turns=max_turns)
             await _consume(result)
-            return result
-        return await state.run(make_agent(), PROMPT, max_turns=max_turns)
+        else:
+            result = await state.run(self.agent(), PROMPT, max_turns=max_turns)
+        self.last["ours"] = result
 
-    async def sdk() -> Any:
-        kwargs: dict[str, Any] = {"max_turns": max_turns, "auto_previous_response_id": True}
-        if streamed:
-            result = Runner.run_streamed(make_agent(), PROMPT, **kwargs)
+    async def sdk(self) -> None:
+        kwargs: dict[str, Any] = {"max_turns": self.turns + 5, "auto_previous_response_id": True}
+        if self.streamed:
+            result: Any = Runner.run_streamed(self.agent(), PROMPT, **kwargs)
             await _consume(result)
-            return result
-        return await Runner.run(make_agent(), PROMPT, **kwargs)
+        else:
+            result = await Runner.run(self.agent(), PROMPT, **kwargs)
+        self.last["sdk"] = result
 
-    return ours if side == "ours" else sdk
+    async def check(self, side: str, run: Callable[[], Awaitable[None]]) -> list[str]:
+        """One untimed run of a side: N + 1 requests, and one item per chained request."""
+        self.before()
+        await run()
+        problems = []
+        requests = len(self.last[side].raw_responses)
+        if requests != self.turns + 1:
+            problems.append(f"{side} made {requests} requests, expected {self.turns + 1}")
+        if self.mock is not None and any(
+            len(body["input"]) != 1 for body in self.mock.response_requests[1:]
+        ):
+            problems.append(f"{side} re-sent history on the wire")
+        return problems
+
+    @property
+    def name(self) -> str:
+        mode = "streamed" if self.streamed else "not streamed"
+        return f"{self.backend}, {mode}, {self.turns} turns"
 
 
-async def _time_pair(
-    backend: str, turns: int, streamed: bool, repeats: int
-) -> tuple[float, float, list[str]]:
-    """Median seconds per run of ours and the SDK's, interleaved; and failed checks."""
-    samples: dict[str, list[float]] = {"ours": [], "sdk": []}
-    problems: list[str] = []
-    settings = ModelSettings(store=True)
-    mock: MockResponsesAPI | None = None
-    if backend == "mock":
-        mock = MockResponsesAPI()
-        mock.start()
+async def _time_cell(cell: Cell, pairs: int) -> tuple[Pairs, list[str]]:
+    if cell.mock is not None:
+        cell.mock.start()
     try:
-        for rep in range(repeats + 1):
-            for side in ("ours", "sdk") if rep % 2 == 0 else ("sdk", "ours"):
-                if mock is not None:
-                    mock.reset()
-                    mock.responder = _mock_responder(turns)
-                    model: Model = mock.model()
-                else:
-                    model = CannedModel(turns)
-
-                def make_agent(model: Model = model) -> Agent[Any]:
-                    return Agent(
-                        name="bench",
-                        model=model,
-                        tools=[lookup_order],
-                        model_settings=settings,
-                    )
-
-                go = _runner(side, streamed, make_agent, turns)
-                gc.collect()
-                start = time.perf_counter()
-                result = await go()
-                elapsed = time.perf_counter() - start
-                requests = len(result.raw_responses)
-                if requests != turns + 1:
-                    problems.append(f"{side} made {requests} requests, expected {turns + 1}")
-                if mock is not None:
-                    wire = mock.response_requests
-                    # Chained: every request after the first carries exactly one new item.
-                    if any(len(body["input"]) != 1 for body in wire[1:]):
-                        problems.append(f"{side} re-sent history on the wire")
-                if rep:  # the first round is a warm-up
-                    samples[side].append(elapsed)
+        timed = await interleaved_pairs(cell.ours, cell.sdk, pairs, warmup=1, before=cell.before)
+        problems = await cell.check("ours", cell.ours) + await cell.check("sdk", cell.sdk)
     finally:
-        if mock is not None:
-            mock.stop()
-            await mock.aclose()
-    return statistics.median(samples["ours"]), statistics.median(samples["sdk"]), problems
+        if cell.mock is not None:
+            cell.mock.stop()
+            await cell.mock.aclose()
+    return timed, problems
 
 
-def _repeats(turns: int, quick: bool) -> int:
+def callgrind_instructions(side: str, turns: int, streamed: bool) -> int | None:
+    """Instructions executed by ``CALLGRIND_RUNS`` scripted runs of one side, or None."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "callgrind.out")
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--toggle-collect=sys_call_tracing",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "bench._callgrind_run",
+            "--side",
+            side,
+            "--turns",
+            str(turns),
+            "--runs",
+            str(CALLGRIND_RUNS),
+        ] + (["--streamed"] if streamed else [])
+        env = {**os.environ, UNDER_CALLGRIND: "1", "PYTHONHASHSEED": "0"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
+        return parse_callgrind_total(Path(out).read_text())
+
+
+def parse_callgrind_total(text: str) -> int:
+    """The total instruction count (``Ir``) of a callgrind output file."""
+    for key in ("totals", "summary"):
+        found = re.search(rf"^{key}:\s*(\d+)", text, re.MULTILINE)
+        if found:
+            return int(found.group(1))
+    raise ValueError("no totals or summary line in the callgrind output")
+
+
+def _callgrind(section: Section, quick: bool) -> None:
     if quick:
-        return 2
-    return 61 if turns <= 1 else (9 if turns <= 50 else 3)
+        reason = "not measured: --quick"
+    elif shutil.which("valgrind") is None:
+        reason = "not measured: valgrind not found"
+    else:
+        reason = ""
+    worst: float | None = None
+    cells: dict[str, Any] = {}
+    for streamed in (False, True):
+        mode = "streamed" if streamed else "not streamed"
+        case = f"instructions (callgrind), canned, {mode}, {CALLGRIND_TURNS} turns"
+        if reason:
+            section.rows.append(Row(case, None, None, "Ir", note=reason))
+            continue
+        # Instruction counts do not depend on load: both sides run at once.
+        with ThreadPoolExecutor(2) as pool:
+            ours_run = pool.submit(callgrind_instructions, "ours", CALLGRIND_TURNS, streamed)
+            sdk_run = pool.submit(callgrind_instructions, "sdk", CALLGRIND_TURNS, streamed)
+            ours, sdk = ours_run.result(), sdk_run.result()
+        assert ours is not None and sdk is not None
+        overhead = ours / sdk - 1
+        worst = overhead if worst is None else max(worst, overhead)
+        cells[case] = {"ours_ir": ours, "sdk_ir": sdk, "overhead": overhead}
+        section.rows.append(Row(case, ours, sdk, "Ir", note=f"overhead {overhead * 100:+.2f}%"))
+    name = (
+        f"wrapper overhead ≤ 5% in instructions executed (callgrind, canned, "
+        f"{CALLGRIND_TURNS} turns, {CALLGRIND_RUNS} runs a side)"
+    )
+    if worst is None:
+        section.target(name, None, reason, ratio=reason)
+    else:
+        parts = {c: v for c, v in cells.items()}
+        section.target(
+            name,
+            worst <= TARGET,
+            f"worst {worst * 100:+.2f}%",
+            ours="; ".join(f"{v['ours_ir'] / 1e6:,.0f} M Ir" for v in parts.values()),
+            anchor="; ".join(f"{v['sdk_ir'] / 1e6:,.0f} M Ir" for v in parts.values()),
+            ratio="; ".join(f"{v['overhead'] * 100:+.2f}%" for v in parts.values())
+            + " (not streamed; streamed)",
+        )
+    section.details["callgrind"] = cells or reason
 
 
-async def _run(lengths: Sequence[int], quick: bool) -> Section:
+async def _run(lengths: Sequence[int], pairs: int, quick: bool) -> Section:
     section = Section(
         "Wrapper overhead: Runner runs of N tool-call turns (N + 1 requests)",
         "ours (ConversationState)",
         "SDK previous_response_id",
     )
-    worst = 0.0
     details: dict[str, Any] = {}
+    worst: tuple[float, str, Pairs] | None = None
+    problems: list[str] = []
     for backend in ("canned", "mock"):
         for streamed in (False, True):
             for turns in lengths:
-                ours, sdk, problems = await _time_pair(
-                    backend, turns, streamed, _repeats(turns, quick)
+                cell = Cell(backend, streamed, turns)
+                timed, found = await _time_cell(cell, pairs)
+                problems += [f"{cell.name}: {p}" for p in found]
+                overheads = [r - 1 for r in timed.ratios]
+                overhead = median(overheads)
+                if worst is None or overhead > worst[0]:
+                    worst = (overhead, cell.name, timed)
+                note = f"{len(timed.ours)} pairs, overhead " + fmt_spread(
+                    overheads, lambda v: f"{v * 100:+.1f}%"
                 )
-                overhead = ours / sdk - 1
-                worst = max(worst, overhead)
-                name = f"{backend}, {'streamed' if streamed else 'not streamed'}, {turns} turns"
-                section.rows.append(
-                    Row(name, ours, sdk, "s", note=f"overhead {overhead * 100:+.1f}%")
-                )
-                details[name] = {"ours_s": ours, "sdk_s": sdk, "overhead": overhead}
-                section.checks += [f"{name}: {p}" for p in problems]
-    if not any(": " in c and "request" in c for c in section.checks):
-        section.checks.append(
-            "every run made N + 1 requests; on the mock every chained request carried one item"
-        )
+                summary = timed.summary()
+                row = Row(cell.name, summary["ours_median_s"], summary["anchor_median_s"], "s",
+                          note=note)  # fmt: skip
+                row.extra["pairs"] = summary
+                section.rows.append(row)
+                details[cell.name] = {**summary, "overhead_median": overhead}
+    section.checks += problems or [
+        "every run made N + 1 requests; on the mock every chained request carried one item "
+        "(one untimed run per side and cell)"
+    ]
     section.notes.append(
         "canned = no-network Model returning ModelResponse objects (CPU cost only); "
-        "mock = MockResponsesAPI over an httpx2 MockTransport (HTTP, JSON and SSE parsing included)"
+        "mock = MockResponsesAPI over an httpx2 MockTransport (HTTP, JSON and SSE parsing "
+        "included); overhead = median [p10-p90] of the per-pair ours / SDK - 1"
     )
+    assert worst is not None
+    cells = pair_cells(worst[2])
     section.target(
-        "wrapper overhead ≤ 5% at every run length",
-        worst <= 0.05,
-        f"worst {worst * 100:+.1f}%",
+        "wrapper overhead ≤ 5% at every run length (timed pairs, worst cell's median)",
+        worst[0] <= TARGET and not problems,
+        f"worst {worst[0] * 100:+.1f}% ({worst[1]})",
+        ours=cells["ours"],
+        anchor=cells["anchor"],
+        ratio=fmt_spread([r - 1 for r in worst[2].ratios], lambda v: f"{v * 100:+.1f}%")
+        + f" ({worst[1]})",
     )
     section.details = details
     return section
 
 
-def run(*, quick: bool = False, lengths: Sequence[int] | None = None) -> Section:
+def run(
+    *, quick: bool = False, lengths: Sequence[int] | None = None, pairs: int | None = None
+) -> Section:
     set_tracing_disabled(True)  # no trace export from a benchmark (and none in its smoke test)
-    return asyncio.run(_run(tuple(lengths or (QUICK_LENGTHS if quick else LENGTHS)), quick))
+    lengths = tuple(lengths or (QUICK_LENGTHS if quick else LENGTHS))
+    section = asyncio.run(_run(lengths, pairs or (QUICK_PAIRS if quick else PAIRS), quick))
+    _callgrind(section, quick)
+    return section
 
 
 def main() -> None:

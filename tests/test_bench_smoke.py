@@ -1,6 +1,8 @@
-"""Smoke test of the benchmarks: every pair runs on tiny sizes and both sides give results.
+"""Smoke test of the benchmarks: every suite runs on tiny sizes and produces each of its rows.
 
-No timing is asserted: only that each side produced a result, within budget where there is one.
+No timing is asserted: only that each side produced a result, that the checks the benchmarks
+make (same items, same driving sequence as a real run, within budget) hold, and that every
+target reaches the one table of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -11,37 +13,92 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as bench_main
-from bench import bench_context, bench_store, bench_tracker, bench_wrapper
+from bench import _callgrind_run, bench_context, bench_store, bench_tracker, bench_wrapper
 
 
-def _measured(section: bench_main.Section) -> None:
+def _measured(section: bench_main.Section, *, skip: str = "\0") -> None:
     assert section.rows
     for row in section.rows:
+        if skip in row.case:
+            continue
         assert row.ours is not None and row.ours > 0, row
         assert row.theirs is not None and row.theirs > 0, row
 
 
-def test_context_pair_selects_within_budget() -> None:
+def test_context_suite_produces_every_row_within_budget() -> None:
     # The rival implementation is a bench-only dependency (the "bench" extra).
     pytest.importorskip("langchain_core", reason="bench extra not installed")
-    section = bench_context.run(quick=True, sizes=(120,))
+    section = bench_context.run(quick=True, sizes=(120,), memory_size=120)
     _measured(section)
-    details = section.details["120"]
-    assert details["ours_within_budget"] and details["theirs_within_budget"]
-    assert details["ours_turns"] > 0 and details["theirs_turns"] > 0
-    assert details["trim_split_tool_pairs"] == 0
+    cases = [row.case for row in section.rows]
+    for case in (
+        "120 msgs: warm select vs trim exact",
+        "120 msgs: warm select vs trim warm cache",
+        "120 msgs: one new turn, then select vs trim warm cache",
+        "120 msgs: cold counting vs raw tiktoken pass",
+        "120 msgs: memory, graph vs the SDK's item list",
+    ):
+        assert case in cases
+    check = section.details["120"]["check"]
+    assert check["ours_within_budget"] and check["theirs_within_budget"]
+    assert check["after_new_turns_within_budget"]
+    assert check["ours_turns"] > 0 and check["theirs_turns"] > 0
+    assert check["trim_split_tool_pairs"] == 0
+    assert section.details["memory"]["same_items"]
+    names = [t["target"] for t in section.targets]
+    assert any("warm select ≤ 50 µs" in n for n in names)
+    assert any("4,000x" in n for n in names)
+    assert any("one new turn" in n for n in names)
+    assert any("cold counting" in n for n in names)
+    assert any("memory" in n for n in names)
 
 
-def test_tracker_pair_sends_the_same_items() -> None:
+def test_tracker_suite_drives_the_sdk_as_its_run_loop_does() -> None:
     section = bench_tracker.run(quick=True, checkpoints=(10, 20))
     _measured(section)
+    check = section.details["driving_check"]
+    assert set(check["cases"]) == {
+        "SDK, Runner.run",
+        "SDK, Runner.run_streamed",
+        "ours, ConversationState.run",
+    }
+    assert check["same"], check
     assert section.details["same_sent_lists"]
+    assert [r.case for r in section.rows][:2] == ["turn 10 (10 turns)", "turn 20 (20 turns)"]
 
 
-def test_wrapper_pair_runs_both_sides() -> None:
-    section = bench_wrapper.run(quick=True, lengths=(2,))
-    _measured(section)
+def test_tracker_driving_check_fails_on_a_wrong_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The old way (the whole generated_items on every turn) must not pass the check.
+    def whole_list(self: bench_tracker.SdkDriver, turn: bench_tracker.Turn) -> None:
+        self.generated = self.generated + turn.new_items
+        self.pending = []
+
+    monkeypatch.setattr(bench_tracker.SdkDriver, "after", whole_list)
+    check = bench_tracker.driving_check(6)
+    assert not check["cases"]["SDK, Runner.run"]["same"]
+    assert check["cases"]["ours, ConversationState.run"]["same"]
+
+
+def test_wrapper_suite_runs_both_sides_and_names_the_instruction_rows() -> None:
+    section = bench_wrapper.run(quick=True, lengths=(2,), pairs=2)
+    _measured(section, skip="callgrind")
     assert not [c for c in section.checks if "expected" in c or "re-sent" in c]
+    cells = [r.case for r in section.rows if "callgrind" not in r.case]
+    assert len(cells) == 4  # canned and mock, streamed and not
+    counted = [r for r in section.rows if "callgrind" in r.case]
+    assert len(counted) == 2 and all(r.note == "not measured: --quick" for r in counted)
+    assert [t["met"] for t in section.targets][-1] is None
+
+
+def test_callgrind_script_runs_and_its_output_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    # Without valgrind the script makes the same runs, just not counted.
+    assert _callgrind_run.main(["--side", "ours", "--turns", "2", "--runs", "1"]) == 0
+    assert _callgrind_run.main(["--side", "sdk", "--turns", "2", "--runs", "1", "--streamed"]) == 0
+    assert capsys.readouterr().out.count("responses per run: [3]") == 2
+    text = "events: Ir\nfl=x\nfn=y\n16 2\nsummary: 123456\ntotals: 123456\n"
+    assert bench_wrapper.parse_callgrind_total(text) == 123456
+    with pytest.raises(ValueError):
+        bench_wrapper.parse_callgrind_total("events: Ir\n")
 
 
 def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
@@ -53,6 +110,7 @@ def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
     assert details["reopen_same_selection"] and details["reopen_missing_counts"] == 0
     parts = {row.extra["part"] for row in section.rows}
     assert {"SQLite", "thread hop", "reopen + select"} <= parts
+    assert any(r.case.startswith("last 50: active_path(limit=50)") for r in section.rows)
     if "PostgreSQL" not in parts:
         assert [n for n in section.notes if "PostgreSQL part skipped" in n]
     for row in section.rows:
@@ -63,9 +121,26 @@ def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
     assert "| part" in section.render()
 
 
-def test_entry_point_writes_json(tmp_path: Path) -> None:
+def test_entry_point_writes_json_and_the_page_table(tmp_path: Path) -> None:
     out = tmp_path / "latest.json"
-    assert bench_main.main(["--quick", "--only", "tracker", "--out", str(out)]) == 0
+    page = tmp_path / "performance.md"
+    page.write_text(f"# Page\n\nkept\n\n{bench_main.BEGIN}\nold\n{bench_main.END}\n\nafter\n")
+    argv = ["--quick", "--only", "tracker", "--out", str(out), "--markdown", str(page)]
+    assert bench_main.main(argv) == 0
     report = json.loads(out.read_text())
     assert report["quick"] and "tracker" in report["sections"]
     assert report["machine"]["cores"]
+    text = page.read_text()
+    assert text.startswith("# Page\n\nkept\n") and text.endswith("\n\nafter\n")
+    assert "old" not in text and "| target" in text and "A `--quick` run" in text
+    for target in report["sections"]["tracker"]["targets"]:
+        assert target["target"] in text
+    assert "`python -m bench --quick --only tracker`" in text
+
+
+def test_entry_point_refuses_a_page_without_markers(tmp_path: Path) -> None:
+    page = tmp_path / "performance.md"
+    page.write_text("# Page\n")
+    report = {"quick": True, "sections": {}}
+    with pytest.raises(SystemExit):
+        bench_main.write_page(page, report)

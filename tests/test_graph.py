@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -121,6 +122,11 @@ def test_default_ids_are_prefixed_uuid_hex() -> None:
     attempt = graph.start_attempt()
     assert attempt.id.startswith("msg_") and len(attempt.id) == 36
     assert default_id_factory("req").startswith("req_")
+    made = {default_id_factory("att") for _ in range(200)}
+    assert len(made) == 200
+    for made_id in made:
+        value = uuid.UUID(made_id.removeprefix("att_"))
+        assert (value.version, value.variant, value.hex) == (4, uuid.RFC_4122, made_id[4:])
 
 
 # -- stop, retry, edit, switch -----------------------------------------------------------------
@@ -428,6 +434,67 @@ def test_node_not_found_is_a_key_error_with_a_readable_message() -> None:
     assert str(caught.value) == "no node 'missing' in conversation 'conv_test'"
 
 
+# -- what the graph keeps ----------------------------------------------------------------------
+
+
+def test_items_and_meta_handed_in_are_copied_once_and_never_aliased() -> None:
+    graph = make_graph()
+    graph.add_user("q")
+    attempt = graph.start_attempt(meta={"model": {"name": "m"}})
+    parts = [{"type": "output_text", "text": "a", "annotations": []}]
+    items = [{"type": "message", "role": "assistant", "content": parts}]
+    usage = {"input_tokens": 3}
+    node = graph.complete(attempt.id, items=items, meta={"usage": usage})
+    parts[0]["text"] = "changed"
+    parts[0]["annotations"].append("x")
+    items.append({"type": "message", "role": "assistant", "content": "more"})
+    usage["input_tokens"] = 99
+    assert node.items == [
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "a", "annotations": []}]}
+    ]  # fmt: skip
+    assert node.meta["usage"] == {"input_tokens": 3}
+    assert node.meta["model"] == {"name": "m"}
+    copied = node.to_dict()
+    copied["items"][0]["content"][0]["text"] = "edited copy"
+    copied["meta"]["usage"]["input_tokens"] = 7
+    assert node.items[0]["content"][0]["text"] == "a"
+    assert node.meta["usage"] == {"input_tokens": 3}
+
+
+def test_items_as_other_mappings_become_dicts() -> None:
+    from types import MappingProxyType
+
+    graph = make_graph()
+    graph.add_user([MappingProxyType({"role": "user", "content": ("a", "b")})])  # type: ignore[list-item]
+    (item,) = graph.get(str(graph.active_leaf)).items
+    assert type(item) is dict and item == {"role": "user", "content": ("a", "b")}
+
+
+def test_path_to_is_the_same_on_and_off_the_active_path() -> None:
+    graph = make_graph()
+    graph.add_system("s")
+    first, _ = turn(graph, "q1", "a1")
+    second, _ = turn(graph, "q2", "a2")
+    other = graph.retry(first)
+    graph.switch(second)
+    path = graph.path_to(second)
+    assert ids(path) == ids(graph.active_path()) and path[-1].id == second
+    path.clear()  # a new list: the graph's own path is untouched
+    assert ids(graph.path_to(second))[-1] == second
+    assert ids(graph.path_to(other.id)) == [*ids(graph.active_path()[:2]), other.id]
+
+
+def test_many_children_and_single_children_read_alike() -> None:
+    graph = make_graph()
+    user, first = turn(graph, "q", "a")
+    retries = [graph.retry(user).id for _ in range(3)]
+    assert ids(graph.children(user)) == [first, *retries]
+    assert ids(graph.siblings(first)) == [first, *retries]
+    assert ids(graph.children(first)) == []
+    assert set(graph.branches()) == {first, *retries}
+
+
 # -- serialization -----------------------------------------------------------------------------
 
 
@@ -441,6 +508,34 @@ def test_to_dict_round_trips_through_json() -> None:
     assert ids(again.siblings(named["user"])) == ids(graph.siblings(named["user"]))
     again.stop()
     assert graph.get(named["streaming"]).status == "streaming"
+
+
+STORED_V1 = {
+    "version": 1,
+    "conversation_id": "conv_old",
+    "active_leaf": "msg_3",
+    "nodes": [
+        {"id": "msg_1", "parent_id": None, "role": "user", "status": "complete",
+         "items": [{"type": "message", "role": "user", "content": "hi"}], "attempt_id": None,
+         "request_id": None, "created_at": 1.0, "meta": {}},
+        {"id": "msg_2", "parent_id": "msg_1", "role": "assistant", "status": "complete",
+         "items": [{"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": "hello"}]}],
+         "attempt_id": "att_1", "request_id": "req_1", "created_at": 2.0,
+         "meta": {"response_id": "resp_1", "finished_at": 3.0}},
+        {"id": "msg_3", "parent_id": "msg_2", "role": "user", "status": "complete",
+         "items": [{"type": "message", "role": "user", "content": "again"}],
+         "attempt_id": None, "request_id": None, "created_at": 4.0, "meta": {}},
+    ],
+}  # fmt: skip
+"""A graph as version 1 of the format wrote it: what stores hold must keep loading."""
+
+
+def test_a_stored_version_1_graph_loads_and_writes_back_the_same() -> None:
+    graph = ConversationGraph.from_dict(json.loads(json.dumps(STORED_V1)))
+    assert graph.to_dict() == STORED_V1
+    assert ids(graph.active_path()) == ["msg_1", "msg_2", "msg_3"]
+    assert graph.get("msg_2").text() == "hello"
 
 
 def test_from_nodes_accepts_children_before_parents() -> None:
