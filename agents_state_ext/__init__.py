@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from .attempts import AttemptDiff, AttemptRecord, explain
-from .chat import Attempt, Conversation, GraphSession, PendingApproval, open_conversation
+from .chat import (
+    Attempt,
+    Conversation,
+    GraphSession,
+    PendingApproval,
+    Replay,
+    ReplayObstacle,
+    ReplayReport,
+    open_conversation,
+)
 from .compaction import CompactionResult
 from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
@@ -13,9 +22,11 @@ from .errors import (
     ContextOverflowError,
     ConversationForkError,
     ConversationNotFoundError,
+    EmptyMessageError,
     FencedOutError,
     GraphError,
     HandoffFilterError,
+    IncompleteHistoryError,
     InputFilterError,
     InvalidTargetError,
     InvalidTransitionError,
@@ -24,6 +35,7 @@ from .errors import (
     OpenToolCallsError,
     PreviousResponseNotFoundError,
     RunInProgressError,
+    SDKContractError,
     StateBlobError,
     StateExtError,
     StoreError,
@@ -41,7 +53,7 @@ from .repairs import (
     ToolCallRepair,
 )
 from .run import PartialOutput, RunLifecycle, SentRequest
-from .state import ConversationState
+from .state import ConversationState, ServerConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
 from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
 from .tracker import ServerConversationTracker
@@ -68,12 +80,14 @@ __all__ = [
     "ConversationNotFoundError",
     "ConversationState",
     "ConversationStore",
+    "EmptyMessageError",
     "FencedOutError",
     "GraphError",
     "GraphSession",
     "HandoffDowngrade",
     "HandoffFilterError",
     "InMemoryStore",
+    "IncompleteHistoryError",
     "InputFilterError",
     "InterruptedToolCallWarning",
     "InvalidTargetError",
@@ -88,10 +102,15 @@ __all__ = [
     "PartialOutput",
     "PendingApproval",
     "PreviousResponseNotFoundError",
+    "Replay",
+    "ReplayObstacle",
+    "ReplayReport",
     "RunInProgressError",
     "RunLifecycle",
+    "SDKContractError",
     "SQLiteStore",
     "SentRequest",
+    "ServerConversationState",
     "ServerConversationTracker",
     "StateBlobError",
     "StateExtError",

@@ -1,19 +1,40 @@
 """The only place agents-state-ext touches private names of the Agents SDK.
 
-Each name here has a contract test in ``tests/test_compat.py`` that fails loudly when an SDK
-release renames or changes it; ``pyproject.toml`` bounds ``openai-agents`` to the versions
-those tests pass on.
+Every private name used here is listed in :data:`PRIVATE_NAMES`, and ``tests/test_compat.py``
+checks each one, and what it means, on every supported SDK minor (``.ci/run`` runs those tests
+against each of them). A name that is missing or no longer has the shape we rely on raises
+:class:`SDKContractError`, which names the installed SDK version and the name, at first use:
+nothing here falls back to a guess. What is left are the SDK's own answers for objects it does
+not know: a model that is not one of the SDK's OpenAI models talks through no known client, and
+a ``Handoff`` built without ``agents.handoff()`` names no target agent.
+
+The same names and meanings hold on every minor in :data:`SUPPORTED_SDK` (0.21 to 0.24).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
+from agents import Handoff, OpenAIResponsesModel, RunState
+from agents import __version__ as _sdk_version
 from agents.models import _retry_runtime, _run_context
+from agents.models.interface import Model
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+from agents.result import RunResultStreaming
+from agents.run_internal import prompt_cache_key as _prompt_cache_key
+from openai import AsyncOpenAI
+
+from .errors import SDKContractError
 
 __all__ = [
+    "PRIVATE_NAMES",
+    "SDK_VERSION",
+    "SUPPORTED_SDK",
+    "SDKContractError",
+    "contract_problems",
     "current_run_owner",
     "handoff_target",
     "inner_openai_client",
@@ -25,70 +46,167 @@ __all__ = [
     "supports_default_prompt_cache_key",
 ]
 
+SDK_VERSION: str = _sdk_version
+"""The installed ``openai-agents`` version."""
+
+SUPPORTED_SDK = ">=0.21,<0.25"
+"""The ``openai-agents`` versions the contract tests pass on (the same range as pyproject's)."""
+
+_OPENAI_MODELS = (OpenAIResponsesModel, OpenAIChatCompletionsModel)
+
+
+def _broken(name: str, problem: str) -> SDKContractError:
+    """The typed error for a private SDK name that is missing or changed shape."""
+    return SDKContractError(
+        f"openai-agents {SDK_VERSION}: {name} {problem}; agents-state-ext relies on it "
+        f"and supports openai-agents{SUPPORTED_SDK} (see agents_state_ext/_compat.py)",
+        name=name,
+    )
+
+
+# Where each private name lives: (its owner, the name). A class's dataclass fields count too.
+PRIVATE_NAMES: tuple[tuple[ModuleType | type, str], ...] = (
+    (_run_context, "get_model_run_owner"),
+    (_retry_runtime, "provider_managed_retries_disabled"),
+    (_prompt_cache_key, "_model_supports_default_prompt_cache_key"),
+    (Model, "_cleanup_on_run_end"),  # overridden by TrackedModel (model.py)
+    (OpenAIResponsesModel, "_get_client"),
+    (OpenAIChatCompletionsModel, "_get_client"),
+    (RunResultStreaming, "_stored_exception"),
+    (RunState, "_previous_response_id"),
+    (RunState, "_conversation_id"),
+    (RunState, "_auto_previous_response_id"),
+    (RunState, "_model_responses"),
+    (RunState, "_current_turn"),
+    (Handoff, "_agent_ref"),
+)
+
+
+def _label(owner: ModuleType | type, name: str) -> str:
+    return f"{owner.__name__}.{name}"
+
+
+def _has(owner: ModuleType | type, name: str) -> bool:
+    fields = getattr(owner, "__dataclass_fields__", None)
+    return hasattr(owner, name) or (isinstance(fields, dict) and name in fields)
+
+
+def contract_problems() -> list[str]:
+    """What the installed SDK lacks of :data:`PRIVATE_NAMES` (empty when all are there)."""
+    return [
+        str(_broken(_label(owner, name), "is missing"))
+        for owner, name in PRIVATE_NAMES
+        if not _has(owner, name)
+    ]
+
+
+def _read(obj: object, owner: ModuleType | type, name: str) -> Any:
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        raise _broken(_label(owner, name), "is missing") from None
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], owner: type, name: str) -> Any:
+    if not isinstance(value, kind):
+        problem = f"holds a {type(value).__name__} where agents-state-ext expects {kind}"
+        raise _broken(_label(owner, name), problem)
+    return value
+
+
+def _function(owner: ModuleType, name: str) -> Callable[..., Any]:
+    found = _read(owner, owner, name)
+    if not callable(found):
+        raise _broken(_label(owner, name), "is not callable")
+    return found  # type: ignore[no-any-return]
+
 
 def current_run_owner() -> object | None:
     """The object that identifies the SDK run making the current model call (None outside one)."""
-    return _run_context.get_model_run_owner()
+    owner: object | None = _function(_run_context, "get_model_run_owner")()
+    return owner
 
 
 @contextmanager
 def provider_retries_disabled() -> Iterator[None]:
     """Turn off the openai client's own hidden retries for a stateful request."""
-    with _retry_runtime.provider_managed_retries_disabled(True):
+    with _function(_retry_runtime, "provider_managed_retries_disabled")(True):
         yield
 
 
 def supports_default_prompt_cache_key(model: object) -> bool:
-    """Whether the SDK would give ``model`` its default ``prompt_cache_key``."""
-    probe = getattr(model, "_supports_default_prompt_cache_key", None)
-    if probe is None:
-        return False
-    return bool(probe())
+    """Whether the SDK would give ``model`` its default ``prompt_cache_key``.
+
+    Asked of the SDK's own resolver, so a model the SDK does not know gets the SDK's answer.
+    """
+    probe = _function(_prompt_cache_key, "_model_supports_default_prompt_cache_key")
+    answer = probe(model)
+    if not isinstance(answer, bool):
+        name = _label(_prompt_cache_key, "_model_supports_default_prompt_cache_key")
+        raise _broken(name, f"returned a {type(answer).__name__}, not a bool")
+    return answer
 
 
-def inner_openai_client(model: object) -> Any | None:
-    """The ``AsyncOpenAI`` client an ``OpenAIResponsesModel`` talks through, if it has one."""
-    getter = getattr(model, "_get_client", None)
-    if callable(getter):
-        return getter()
-    return getattr(model, "_client", None)
+def inner_openai_client(model: object) -> AsyncOpenAI | None:
+    """The ``AsyncOpenAI`` client one of the SDK's OpenAI models talks through.
+
+    None for any other model (a model name, a custom ``Model``): no client is known for it.
+    """
+    if not isinstance(model, _OPENAI_MODELS):
+        return None
+    owner = type(model)
+    getter = _read(model, owner, "_get_client")
+    client = _typed(getter(), AsyncOpenAI, owner, "_get_client()")
+    return client  # type: ignore[no-any-return]
 
 
-def stored_stream_exception(result: object) -> BaseException | None:
+def stored_stream_exception(result: RunResultStreaming) -> BaseException | None:
     """The exception a streamed run ended with, which the SDK keeps until ``stream_events()``."""
-    error = getattr(result, "_stored_exception", None)
-    return error if isinstance(error, BaseException) else None
+    error = _read(result, RunResultStreaming, "_stored_exception")
+    if error is None:
+        return None
+    return _typed(error, BaseException, RunResultStreaming, "_stored_exception")  # type: ignore[no-any-return]
 
 
-def run_state_ids(run_state: object) -> tuple[str | None, str | None]:
+def run_state_ids(run_state: RunState[Any]) -> tuple[str | None, str | None]:
     """The ``(previous_response_id, conversation_id)`` a RunState would resume with."""
-    return (
-        getattr(run_state, "_previous_response_id", None),
-        getattr(run_state, "_conversation_id", None),
-    )
+    ids = []
+    for name in ("_previous_response_id", "_conversation_id"):
+        value = _read(run_state, RunState, name)
+        ids.append(None if value is None else _typed(value, str, RunState, name))
+    return ids[0], ids[1]
 
 
-def repair_turn_count(run_state: object) -> None:
+def repair_turn_count(run_state: RunState[Any]) -> None:
     """Lower the SDK's turn count to the model responses the run really got.
 
     After a cancel the SDK has counted a turn whose model call never returned.
     """
-    responses = getattr(run_state, "_model_responses", None)
-    turn = getattr(run_state, "_current_turn", None)
-    if isinstance(responses, list) and isinstance(turn, int) and turn > len(responses):
-        run_state._current_turn = len(responses)  # type: ignore[attr-defined]
+    responses = _typed(
+        _read(run_state, RunState, "_model_responses"), list, RunState, "_model_responses"
+    )
+    turn = _typed(_read(run_state, RunState, "_current_turn"), int, RunState, "_current_turn")
+    if turn > len(responses):
+        run_state._current_turn = len(responses)
 
 
-def handoff_target(handoff: object) -> object | None:
-    """The agent a ``Handoff`` built by ``agents.handoff()`` leads to (None when unknown).
+def handoff_target(handoff: Handoff[Any, Any]) -> object | None:
+    """The agent a ``Handoff`` built by ``agents.handoff()`` leads to.
 
-    The public ``Handoff`` only names its target; ``handoff()`` keeps a weak reference to it.
+    The public ``Handoff`` only names its target; ``handoff()`` keeps a weak reference to it. A
+    ``Handoff`` constructed directly has none (None), as has one whose agent is gone.
     """
-    ref = getattr(handoff, "_agent_ref", None)
-    return ref() if callable(ref) else None
+    ref = _read(handoff, Handoff, "_agent_ref")
+    if ref is None:
+        return None
+    if not callable(ref):
+        raise _broken(_label(Handoff, "_agent_ref"), "is not a weak reference")
+    target: object | None = ref()
+    return target
 
 
-def run_state_is_chained(run_state: object) -> bool:
+def run_state_is_chained(run_state: RunState[Any]) -> bool:
     """Whether the RunState was made in the SDK's chaining mode (``auto_previous_response_id``),
     so its ``previous_response_id`` is where the SDK's own view of the chain stands."""
-    return bool(getattr(run_state, "_auto_previous_response_id", False))
+    value = _read(run_state, RunState, "_auto_previous_response_id")
+    return _typed(value, bool, RunState, "_auto_previous_response_id")  # type: ignore[no-any-return]

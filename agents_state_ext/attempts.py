@@ -1,29 +1,98 @@
-"""The record kept for every model attempt, so two outputs for one user message can be explained."""
+"""The record kept for every model attempt, so two outputs for one user message can be explained.
+
+An :class:`AttemptRecord` says what one attempt *sent* (the effective request: model, full
+model settings, digests of the instructions and tool definitions, the messages its context
+held and those this request carried, the server cursor used, the request ids) and what came
+back. :func:`explain` compares the inputs of two records; :func:`request_digest` and
+:func:`part_digest` are the canonical digests both the record and a replay use.
+"""
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["AttemptDiff", "AttemptRecord", "Change", "explain"]
+from .types import AttemptStatus
+
+__all__ = [
+    "AttemptDiff",
+    "AttemptRecord",
+    "Change",
+    "explain",
+    "part_digest",
+    "request_digest",
+]
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable
+    ).encode("utf-8")
+
+
+def _jsonable(value: Any) -> Any:
+    """A value ``json`` cannot write, as JSON data (pydantic models dumped, else its repr)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return repr(value)
+
+
+def part_digest(value: Any) -> str:
+    """The stable digest (``sha256:<hex>``) of a request part: instructions text or tool list.
+
+    The same value always has the same digest, whatever the process or the key order.
+    """
+    return "sha256:" + hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def request_digest(request: dict[str, Any]) -> str:
+    """The digest of a whole request in its canonical form (see ``AttemptRecord.request_digest``).
+
+    ``request`` holds ``model``, ``settings``, ``instructions``, ``tools``, ``input``,
+    ``previous_response_id``, ``conversation_id`` (and ``output_schema`` / ``prompt`` when
+    set); two requests with the same digest carried the same bytes of content.
+    """
+    return part_digest(request)
 
 
 @dataclass
 class AttemptRecord:
     """Everything that decided what one assistant attempt was sent and what came back.
 
-    ``included`` maps each message id put into the request to its token count, in the order
-    sent. ``sampling`` is the model settings actually sent (temperature, top_p, seed, ...).
-    ``cursor_before`` / ``cursor_after`` are the server cursor (``previous_response_id`` or
-    ``conversation_id``) used by and produced by the attempt; ``None`` under client ownership.
-    ``reseeded_from`` is the ``previous_response_id`` the server had lost when the attempt was
-    sent again on a new chain seeded from the branch (``None``: it was not). ``status`` is
-    ``queued`` while in flight, ``awaiting_approval`` while tool calls wait for a person, then
-    ``complete``, ``cancelled`` or ``failed``; ``approvals`` lists those calls (``call_id``,
-    ``tool_name``, ``arguments``, ``agent``) with the ``decision`` taken on each
-    (``approved``, ``rejected`` or ``None``) and its ``message``. Times are Unix seconds.
-    Records stored before a field existed load with its default.
+    What was sent is taken from the request as it went out (its first model call), not from
+    the agent: ``model`` and ``sampling`` (the full effective model settings, after
+    ``RunConfig`` overrides and defaults, non-scalars included, without the request-id
+    header), ``instructions`` and ``tools`` (digests of the system instructions and of the tool
+    definitions sent; the full text is kept once per distinct value with the chat, see
+    ``Conversation.request_part``), ``request_digest`` (the digest of the whole request,
+    :func:`request_digest`). Until a request goes out they are empty (an attempt refused
+    before sending has none).
+
+    ``included`` maps each message id the model's context held for this request to its token
+    count, in order, under every strategy: the messages sent with the request plus those the
+    server already held (the chain or server conversation it continued). ``sent`` lists the
+    ids this request itself carried. ``cursor_before`` is the server cursor
+    (``previous_response_id`` or ``conversation_id``) used, ``cursor_after`` the one produced;
+    ``None`` under client ownership. ``reseeded_from`` is the ``previous_response_id`` the
+    server had lost when the attempt was sent again on a new chain seeded from the branch.
+
+    ``request_id`` is the attempt's id for its request, sent as the ``X-Client-Request-Id``
+    header; ``server_request_id`` is the ``x-request-id`` the server answered with.
+    ``replay_of`` is the attempt this one replays (``Conversation.replay``).
+
+    ``status`` is ``queued`` while in flight, ``awaiting_approval`` while tool calls wait for
+    a person, then ``complete``, ``cancelled`` or ``failed`` — kept after an edit made the
+    attempt ``invalid``: ``invalidated_by`` (the edit's new user message) and
+    ``invalidated_at`` say when and by which edit. ``approvals`` lists the calls that waited
+    (``call_id``, ``tool_name``, ``arguments``, ``agent``) with the ``decision`` taken on each
+    and its ``message``. Times are Unix seconds. Records stored before a field existed load
+    with its default.
     """
 
     message_id: str
@@ -43,11 +112,19 @@ class AttemptRecord:
     reseeded_from: str | None = None
     response_id: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
-    status: str = "queued"
+    status: AttemptStatus = "queued"
     error: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[str] | None = None
+    instructions: str | None = None
+    tools: str | None = None
+    request_digest: str | None = None
+    server_request_id: str | None = None
+    invalidated_by: str | None = None
+    invalidated_at: float | None = None
+    replay_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this record."""
@@ -67,24 +144,28 @@ _SCALARS = (
     "parent_user_id",
     "model",
     "prompt_version",
+    "instructions",
+    "tools",
     "budget",
     "used",
     "overflow",
     "state_owner",
     "cursor_before",
-    "cursor_after",
 )
 
 
 @dataclass(frozen=True)
 class AttemptDiff:
-    """What differed in what two attempts were sent; false when nothing did.
+    """What differed in what two attempts were sent; false when the requests were identical.
 
-    Each scalar field is ``(first, second)`` when the two differ, else ``None``. ``sampling``
-    holds only the keys whose values differ, a key absent from one side reading as ``None``.
-    ``added`` / ``removed`` are the messages only the second / only the first included, with
-    their counts; ``retokenized`` those both included with different counts. Outputs
-    (response id, usage, status) are not compared: they are what the diff explains.
+    Only inputs are compared. Each scalar field is ``(first, second)`` when the two differ,
+    else ``None`` (``instructions`` / ``tools`` compare digests). ``sampling`` holds only the
+    settings whose values differ, a key absent from one side reading as ``None``. ``added`` /
+    ``removed`` are the messages only the second / only the first had in its context, with
+    their counts; ``retokenized`` those both had with different counts. ``texts`` holds the
+    changed text behind a difference when the caller knows it (``Conversation.explain`` fills
+    ``prompt`` for an edit pair and ``instructions`` from the stored parts). Outputs (response
+    id, cursor after, usage, status) are not compared: they are what the diff explains.
     """
 
     first: str
@@ -92,6 +173,8 @@ class AttemptDiff:
     parent_user_id: Change | None = None
     model: Change | None = None
     prompt_version: Change | None = None
+    instructions: Change | None = None
+    tools: Change | None = None
     sampling: dict[str, Change] = field(default_factory=dict)
     added: dict[str, int] = field(default_factory=dict)
     removed: dict[str, int] = field(default_factory=dict)
@@ -101,10 +184,20 @@ class AttemptDiff:
     overflow: Change | None = None
     state_owner: Change | None = None
     cursor_before: Change | None = None
-    cursor_after: Change | None = None
+    texts: dict[str, Change] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return any(getattr(self, f.name) for f in fields(self) if f.name not in ("first", "second"))
+        skip = ("first", "second", "texts")
+        return any(getattr(self, f.name) for f in fields(self) if f.name not in skip)
+
+    @property
+    def inputs(self) -> list[str]:
+        """The names of the inputs that differed (``context`` for the message ids)."""
+        names = [name for name in _SCALARS if getattr(self, name) is not None]
+        names += [f"sampling.{key}" for key in self.sampling]
+        if self.added or self.removed or self.retokenized:
+            names.append("context")
+        return names
 
     def text(self) -> str:
         """A readable, line-per-difference account of this diff."""
@@ -113,12 +206,18 @@ class AttemptDiff:
             change = getattr(self, name)
             if change is not None:
                 lines.append(f"  {name}: {change[0]!r} -> {change[1]!r}")
+                if name in self.texts:
+                    old, new = self.texts[name]
+                    lines += [f"    - {old!r}", f"    + {new!r}"]
+        if "prompt" in self.texts and self.parent_user_id is not None:
+            old, new = self.texts["prompt"]
+            lines += [f"  prompt: {old!r} -> {new!r}"]
         lines += [f"  sampling.{k}: {a!r} -> {b!r}" for k, (a, b) in self.sampling.items()]
         lines += [f"  + message {i} ({n} tokens)" for i, n in self.added.items()]
         lines += [f"  - message {i} ({n} tokens)" for i, n in self.removed.items()]
         lines += [f"  ~ message {i}: {a} -> {b} tokens" for i, (a, b) in self.retokenized.items()]
         if len(lines) == 1:
-            lines.append("  nothing sent differed")
+            lines.append("  identical request: nothing sent differed")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -126,8 +225,8 @@ class AttemptDiff:
 
 
 def explain(a: AttemptRecord, b: AttemptRecord) -> AttemptDiff:
-    """What differed between what attempt ``a`` and attempt ``b`` were sent."""
-    scalars: dict[str, Change] = {}
+    """What differed between the requests attempts ``a`` and ``b`` sent (inputs only)."""
+    scalars: dict[str, Any] = {}
     for name in _SCALARS:
         old, new = getattr(a, name), getattr(b, name)
         if old != new:

@@ -10,11 +10,14 @@ keep working::
     ├── InputFilterError              (TypeError)   a call_model_input_filter returned a bad shape
     ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
+    ├── EmptyMessageError             (ValueError)  asked to send a user message with no content
     ├── ConversationForkError                       a branch cannot go on a new server conversation
     ├── RunInProgressError            (RuntimeError) a second run on a state with one in flight
     ├── OpenToolCallsError                          function calls the server holds without output
     ├── PreviousResponseNotFoundError (LookupError) the server no longer knows the chain's cursor
+    ├── IncompleteHistoryError        (ValueError)  items to compact lack part of the history
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
+    ├── SDKContractError              (RuntimeError) the installed Agents SDK changed a name we use
     ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
     │   ├── NodeNotFoundError         (KeyError)    an unknown node id
     │   ├── InvalidTargetError                      the action does not apply to that node
@@ -35,9 +38,11 @@ __all__ = [
     "ContextOverflowError",
     "ConversationForkError",
     "ConversationNotFoundError",
+    "EmptyMessageError",
     "FencedOutError",
     "GraphError",
     "HandoffFilterError",
+    "IncompleteHistoryError",
     "InputFilterError",
     "InvalidTargetError",
     "InvalidTransitionError",
@@ -46,6 +51,7 @@ __all__ = [
     "OpenToolCallsError",
     "PreviousResponseNotFoundError",
     "RunInProgressError",
+    "SDKContractError",
     "StateBlobError",
     "StateExtError",
     "StoreError",
@@ -75,6 +81,14 @@ class StateBlobError(StateExtError, ValueError):
 
 class ContextOverflowError(StateExtError, ValueError):
     """A request whose required parts alone exceed its token budget was asked to be sent."""
+
+
+class EmptyMessageError(StateExtError, ValueError):
+    """A chat was asked to send (or edit in) a user message with no content: nothing is sent.
+
+    Empty means an empty or whitespace-only string, no items at all, or only message items
+    whose text is empty; nothing is added to the graph or the store.
+    """
 
 
 class ConversationForkError(StateExtError):
@@ -123,6 +137,23 @@ class PreviousResponseNotFoundError(StateExtError, LookupError):
         super().__init__(message)
         self.previous_response_id = previous_response_id
         self.pending = pending
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IncompleteHistoryError(StateExtError, ValueError):
+    """Items given to compact a server-owned conversation lack part of the history it holds.
+
+    Raised before anything is sent. ``missing`` lists the server ids of the acknowledged items
+    the given items do not carry (user messages the app sent without an id cannot be checked).
+    Compact the whole history (for instance through the server chain), or, to start over from
+    less on purpose, re-seed with ``ConversationState.reseed(items)``.
+    """
+
+    def __init__(self, message: str, missing: list[str]) -> None:
+        super().__init__(message)
+        self.missing = missing
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
@@ -195,3 +226,16 @@ class ApprovalPendingError(InvalidTransitionError):
     def __init__(self, message: str, call_ids: list[str]) -> None:
         super().__init__(message)
         self.call_ids = list(call_ids)
+
+
+class SDKContractError(StateExtError, RuntimeError):
+    """A private Agents SDK name this library relies on is missing or has changed shape.
+
+    Raised at first use, never silently worked around: the message names the installed
+    ``openai-agents`` version, the name, and the range of versions this release supports.
+    ``name`` is the SDK name (``module.attribute``).
+    """
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name

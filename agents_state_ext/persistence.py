@@ -14,7 +14,9 @@ from .run import PartialOutput
 from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
-    from .state import ConversationState
+    from openai import AsyncOpenAI
+
+    from .state import ConversationState, ServerConversationState
 
 __all__ = ["dump_ledger", "dump_state", "load_ledger", "load_state", "run_state_json"]
 
@@ -72,7 +74,7 @@ async def load_state(
     *,
     key: bytes | str | None = None,
     session: Any = None,
-    client: Any = None,
+    client: AsyncOpenAI | None = None,
     context_deserializer: Any = None,
 ) -> tuple[ConversationState, RunState[Any]]:
     """See :meth:`ConversationState.loads`."""
@@ -87,7 +89,7 @@ async def load_state(
         tracker = ServerConversationTracker.from_dict(tracker_data)
         if tracker.strategy != strategy:
             raise StateBlobError("the blob's tracker does not match its strategy")
-        state = cls(strategy, tracker=tracker, client=client)
+        state: ConversationState = cls.for_tracker(tracker, client=client)
     elif strategy == "session":
         if session is None:
             raise ValueError("this blob belongs to a session conversation: pass session=")
@@ -103,13 +105,18 @@ async def load_state(
         run_state = await RunState.from_json(bound, run_json, **extra)
     except Exception as exc:  # the SDK raises many kinds (even RuntimeError) for a bad RunState
         raise StateBlobError(f"the blob's RunState cannot be restored: {exc}") from exc
-    if lifecycle is not None:
-        try:
+    try:
+        if lifecycle is not None:
             # The same alignment as a resume: step back over a response the run never processed.
             lifecycle.prepare_resume(run_state)
-        except MixedStateOwnerError as exc:
-            raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
-    _compat.repair_turn_count(run_state)
+        _compat.repair_turn_count(run_state)
+    except MixedStateOwnerError as exc:
+        raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
+    except _compat.SDKContractError as exc:
+        # The SDK restored what the blob said without checking it; the blob is at fault.
+        raise StateBlobError(
+            f"the blob's RunState holds a value of the wrong shape: {exc}"
+        ) from exc
     return state, run_state
 
 
@@ -135,8 +142,8 @@ def load_ledger(
     blob: str | bytes,
     *,
     key: bytes | str | None = None,
-    client: Any = None,
-) -> ConversationState:
+    client: AsyncOpenAI | None = None,
+) -> ServerConversationState:
     """See :meth:`ConversationState.loads_ledger`."""
     payload = open_envelope(blob, key=key, format=LEDGER_FORMAT)
     strategy = payload["strategy"]
@@ -148,7 +155,7 @@ def load_ledger(
     tracker = ServerConversationTracker.from_dict(tracker_data)
     if tracker.strategy != strategy:
         raise StateBlobError("the blob's tracker does not match its strategy")
-    state = cls(strategy, tracker=tracker, client=client)
+    state = cls.for_tracker(tracker, client=client)
     _restore_partial(state, payload.get("partial"))
     return state
 

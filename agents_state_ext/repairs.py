@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .types import OpenCallsPolicy
+
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
     "TEXT_OUTPUTS",
@@ -15,7 +17,6 @@ __all__ = [
     "closure",
 ]
 
-OpenCallsPolicy = Literal["interrupt", "raise"]
 """What happens to a function call the server holds without output when the next request goes
 out and the run never produced its output: ``interrupt`` closes it with
 :data:`INTERRUPTED_TOOL_OUTPUT`; ``raise`` raises :class:`~agents_state_ext.OpenToolCallsError`

@@ -315,7 +315,8 @@ class RunLifecycle:
             ("previous_response_id", previous_response_id, tracker.previous_response_id),
             ("conversation_id", conversation_id, tracker.conversation_id),
         ):
-            if theirs is not None and theirs != ours:
+            # A cursor a compaction or re-seed replaced is this conversation's own past.
+            if theirs is not None and theirs != ours and not tracker.supersedes(theirs):
                 raise MixedStateOwnerError(
                     f"the RunState being resumed has {name}={theirs!r}, but this "
                     f"conversation's ledger has {ours!r}: it belongs to another "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Literal
+from typing import Any
 
 from agents import Agent, RunConfig, Runner, RunState
 from agents.exceptions import InputGuardrailTripwireTriggered
 from agents.memory import Session
 from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
+from openai import AsyncOpenAI
 
 from . import _compat, persistence
 from ._tool_hooks import ToolOutputHooks
@@ -23,11 +24,11 @@ from .model import TrackedModel, TrackedModelProvider
 from .repairs import OpenCallsPolicy, ToolCallRepair
 from .run import PartialOutput, RunLifecycle, SentRequest
 from .tracker import ServerConversationTracker
+from .types import StrategyName
 from .validation import validate_run_settings, walk_agents
 
 __all__ = ["ConversationState", "StrategyName"]
 
-StrategyName = Literal["replay", "session", "previous_response", "conversation"]
 
 # Runner keyword arguments that would make the SDK a second owner of the state.
 _OWNER_KWARGS = ("previous_response_id", "auto_previous_response_id", "conversation_id", "session")
@@ -47,7 +48,7 @@ class ConversationState:
         *,
         tracker: ServerConversationTracker | None = None,
         session: Session | None = None,
-        client: Any | None = None,
+        client: AsyncOpenAI | None = None,
     ) -> None:
         self.strategy: StrategyName = strategy
         self._session = session
@@ -84,7 +85,7 @@ class ConversationState:
         *,
         prompt_cache_key: str | None = None,
         open_calls: OpenCallsPolicy = "interrupt",
-    ) -> ConversationState:
+    ) -> ServerConversationState:
         """The Responses API owns history, chained by ``previous_response_id``.
 
         ``None`` starts a new chain that then follows itself, like ``auto_previous_response_id``.
@@ -100,17 +101,17 @@ class ConversationState:
             prompt_cache_key=prompt_cache_key,
             open_calls_policy=open_calls,
         )
-        return cls("previous_response", tracker=tracker)
+        return cls.for_tracker(tracker)
 
     @classmethod
     def conversation(
         cls,
         conversation_id: str,
         *,
-        client: Any | None = None,
+        client: AsyncOpenAI | None = None,
         prompt_cache_key: str | None = None,
         open_calls: OpenCallsPolicy = "interrupt",
-    ) -> ConversationState:
+    ) -> ServerConversationState:
         """The Conversations API owns history under ``conversation_id``.
 
         ``client`` (an ``AsyncOpenAI``) is used to read the conversation's items when a request
@@ -124,7 +125,18 @@ class ConversationState:
             prompt_cache_key=prompt_cache_key or f"agents-state-ext:{conversation_id}",
             open_calls_policy=open_calls,
         )
-        return cls("conversation", tracker=tracker, client=client)
+        return cls.for_tracker(tracker, client=client)
+
+    @classmethod
+    def for_tracker(
+        cls, tracker: ServerConversationTracker, *, client: AsyncOpenAI | None = None
+    ) -> ServerConversationState:
+        """A server strategy's state around an existing ledger (its strategy is the tracker's).
+
+        What :meth:`previous_response`, :meth:`conversation` and :meth:`loads_ledger` return;
+        ``client`` is as for :meth:`conversation`.
+        """
+        return ServerConversationState(tracker.strategy, tracker=tracker, client=client)
 
     # -- what callers read -------------------------------------------------------------------
 
@@ -274,6 +286,10 @@ class ConversationState:
                 warn_nesting_disabled(downgrade)
                 self.downgrades.append(downgrade)
         kwargs = self._runner_kwargs(runner_kwargs)
+        if self.strategy == "session" and isinstance(input, list) and any(map(_item_id, input)):
+            # Items with server ids may already be in the session (a compaction's window).
+            config = kwargs["run_config"]  # this run's own copy
+            config.session_input_callback = _skip_held_items(config.session_input_callback)
         bound, graph = self._bind_graph(agent)
         return bound, graph, kwargs
 
@@ -385,25 +401,40 @@ class ConversationState:
     async def compact(
         self,
         *,
-        client: Any,
+        client: AsyncOpenAI,
         model: str,
         items: list[Any] | None = None,
         mode: CompactionMode = "auto",
         store: bool = True,
     ) -> CompactionResult:
-        """Compact the conversation without changing who owns it.
+        """Compact the conversation; the compacted window goes to its one owner, only there.
 
-        ``mode="previous_response_id"`` (chosen by ``"auto"`` when there is a stored chain)
-        compacts the server chain with ``/responses/compact`` and the next run continues from
-        the compacted window (sent once, starting a new chain). ``mode="input"`` (chosen when
-        ``store=False`` or there is no chain) compacts the client-held ``items``. Under the
-        conversation strategy the window seeds a new server conversation that the state then
-        follows. Replay and session conversations get the compacted items back to use.
-        History is never compacted locally and also replayed through the server chain.
+        - previous_response: ``mode="previous_response_id"`` (chosen by ``"auto"`` when there
+          is a stored chain) compacts the server chain; if the server no longer knows it,
+          ``"auto"`` falls back to input mode with ``items`` (without them,
+          :class:`~agents_state_ext.PreviousResponseNotFoundError`). ``mode="input"`` (chosen
+          when ``store=False`` or there is no chain) compacts ``items``, which must carry every
+          item the server acknowledged that has an id, else
+          :class:`~agents_state_ext.IncompleteHistoryError`; with no chain yet, the history the
+          ledger holds for the new one (an earlier window) is compacted and replaced. The next
+          run sends the window once, starting a new chain.
+        - conversation: a request the server may have accepted is settled first; the
+          conversation's items (or ``items``, checked the same way) are compacted and the
+          window seeds a new server conversation, without the old item ids, that the state
+          follows from then on.
+        - session: the session's items are compacted and the session is rewritten to hold the
+          window (restored if that fails); ``items`` may only repeat them.
+        - replay: ``items`` are compacted and the window is returned for the app to replay.
+
+        Refused while a run is in flight (:class:`~agents_state_ext.RunInProgressError`) or
+        while the server holds tool calls without outputs
+        (:class:`~agents_state_ext.OpenToolCallsError`). A RunState made before the compaction
+        still loads and resumes, on the compacted window. See docs/resume.md.
         """
         return await compact_state(
-            self, client=client, model=model, items=items, mode=mode, store=store
-        )
+            self, client=client, model=model, items=items, mode=mode, store=store,
+            session=self._session if self.strategy == "session" else None,
+        )  # fmt: skip
 
     # -- durability ----------------------------------------------------------------------------
 
@@ -433,7 +464,7 @@ class ConversationState:
         *,
         key: bytes | str | None = None,
         session: Session | None = None,
-        client: Any | None = None,
+        client: AsyncOpenAI | None = None,
         context_deserializer: Any = None,
     ) -> tuple[ConversationState, RunState[Any]]:
         """Restore a conversation and its RunState from :meth:`dumps`; resume with :meth:`run`.
@@ -460,8 +491,12 @@ class ConversationState:
 
     @classmethod
     def loads_ledger(
-        cls, blob: str | bytes, *, key: bytes | str | None = None, client: Any | None = None
-    ) -> ConversationState:
+        cls,
+        blob: str | bytes,
+        *,
+        key: bytes | str | None = None,
+        client: AsyncOpenAI | None = None,
+    ) -> ServerConversationState:
         """Restore a conversation from :meth:`dumps_ledger`; its next run continues the ledger.
 
         A malformed, tampered (with ``key``) or newer blob raises
@@ -491,6 +526,29 @@ class ConversationState:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
 
 
+def _skip_held_items(user_callback: Any) -> Any:
+    """A ``session_input_callback`` that drops new input items the session already holds.
+
+    Only items with a server ``id`` are dropped (the same item); id-less input is never judged
+    by content. So the window a compaction wrote into the session, passed back as input, is
+    neither sent nor stored twice. ``user_callback`` then merges as usual.
+    """
+
+    def merge(history: list[Any], new_input: list[Any]) -> Any:
+        held = {i for i in (_item_id(item) for item in history) if i is not None}
+        fresh = [item for item in new_input if _item_id(item) not in held]
+        if user_callback is not None:
+            return user_callback(history, fresh)
+        return [*history, *fresh]
+
+    return merge
+
+
+def _item_id(item: Any) -> str | None:
+    value = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
+    return value if isinstance(value, str) and value else None
+
+
 def _refuse_session(strategy: str) -> Any:
     """A ``session_input_callback`` that refuses the run: a session beside a server owner.
 
@@ -505,3 +563,24 @@ def _refuse_session(strategy: str) -> Any:
         )
 
     return refuse
+
+
+class ServerConversationState(ConversationState):
+    """A :class:`ConversationState` whose history a server owns (Responses or Conversations API).
+
+    What :meth:`ConversationState.previous_response`, :meth:`ConversationState.conversation`
+    and :meth:`ConversationState.loads_ledger` return: the same object, typed so that its
+    ledger and lifecycle are never ``None``.
+    """
+
+    @property
+    def tracker(self) -> ServerConversationTracker:
+        """The ledger: what the server holds, what was sent and acknowledged."""
+        return self.lifecycle.tracker
+
+    @property
+    def lifecycle(self) -> RunLifecycle:
+        """The run lifecycle (claim, requests, end) over the ledger."""
+        lifecycle = super().lifecycle
+        assert lifecycle is not None  # the constructor requires a tracker
+        return lifecycle

@@ -7,7 +7,7 @@ import uuid
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ._items import ItemKeys, call_of, item_to_dict
 from ._items import digest as _digest
@@ -22,18 +22,23 @@ from .repairs import (
     ToolCallRepair,
     closure,
 )
+from .types import ServerStrategyName
 
 __all__ = ["ServerConversationTracker"]
 
-TRACKER_VERSION = 2
+TRACKER_VERSION = 3
 # Changelog of the serialized form (to_dict):
 #   1: first version.
 #   2: open calls, unsent tool outputs, repairs, the open-calls policy and the undelivered
 #      response; journal entries name the calls each response opened and closed. Version 1
 #      data reads as having none.
+#   3: the cursors a compaction or re-seed replaced (superseded), and the acknowledged ids the
+#      current chain does not count (retired_ids: from before the newest restart, and
+#      reasoning). Older data reads as superseding nothing and counting no id.
 
-Strategy = Literal["previous_response", "conversation"]
+Strategy = ServerStrategyName
 JOURNAL_LENGTH = 8
+SUPERSEDED_LENGTH = 8
 REPAIR_HISTORY = 100
 
 
@@ -108,6 +113,10 @@ class ServerConversationTracker:
         self._closing: dict[str, Any] = {}
         self._repairs: deque[ToolCallRepair] = deque(maxlen=REPAIR_HISTORY)
         self._undelivered: dict[str, Any] | None = None
+        # The cursors a restart (compaction, re-seed) replaced, and the ids of the items the
+        # current chain or conversation holds (reasoning aside).
+        self._superseded: deque[str] = deque(maxlen=SUPERSEDED_LENGTH)
+        self._chain_ids: set[str] = set()
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -125,6 +134,29 @@ class ServerConversationTracker:
     def last_item_id(self) -> str | None:
         """The id of the newest item known to be in the server conversation (reconciliation)."""
         return self._last_item_id
+
+    @property
+    def superseded(self) -> list[str]:
+        """The cursors a compaction or re-seed replaced, oldest first (the newest 8).
+
+        Response ids of an earlier chain, or ids of an earlier server conversation: a RunState
+        made on one of them belongs to this conversation and resumes on the current cursor.
+        """
+        return list(self._superseded)
+
+    def supersedes(self, cursor: str) -> bool:
+        """Whether ``cursor`` (a response or conversation id) is one a restart replaced."""
+        return cursor in self._superseded
+
+    def missing_from(self, items: Iterable[Any]) -> list[str]:
+        """Server ids of the current chain's acknowledged items that ``items`` do not carry.
+
+        Reasoning items are not counted (their ids may be omitted on replay), nor input the
+        app sent without an id, whose server id the client never learns: only what can be
+        checked is. Sorted.
+        """
+        carried = {_keys(item).item_id for item in items}
+        return sorted(self._chain_ids - carried)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -430,16 +462,24 @@ class ServerConversationTracker:
         Under previous_response the next request starts a new chain (no previous id) carrying
         the window in front; under conversation the tracker moves to ``conversation_id``, which
         already holds the window. What was acknowledged stays known: the window stands for it.
+        The old cursor joins :attr:`superseded`.
         """
         if self._in_flight is not None:
             self.rewind()
+        if self.strategy == "conversation" and not conversation_id:
+            raise ValueError("restarting a conversation tracker needs the new conversation_id")
         # The calls the old chain left open are not in the new one (unless the window has them).
         self._open.clear()
         self._unsent.clear()
         self._closing.clear()
+        # A RunState of the old chain still belongs here; rolling back into that chain does not.
+        old = self._conversation_id if self.strategy == "conversation" else None
+        old = old or self._previous_response_id
+        if old is not None and old != conversation_id:
+            self._superseded.append(old)
+        self._journal.clear()
+        self._chain_ids.clear()
         if self.strategy == "conversation":
-            if not conversation_id:
-                raise ValueError("restarting a conversation tracker needs the new conversation_id")
             self._conversation_id = conversation_id
             self._last_item_id = None
             for item in window:
@@ -480,6 +520,7 @@ class ServerConversationTracker:
         for entry in undo:
             self._journal.pop()
             self._item_ids.difference_update(entry["item_ids"])
+            self._chain_ids.difference_update(entry["item_ids"])
             self._call_ids.difference_update(entry["call_ids"])
             for digest in entry["digests"]:
                 self._digests.pop(digest, None)
@@ -505,6 +546,8 @@ class ServerConversationTracker:
                 entry["item_ids"].append(item_id)
             self._item_ids.add(item_id)
             self._last_item_id = item_id
+            if _kind(item) != "reasoning":
+                self._chain_ids.add(item_id)
         if call_id is not None:
             if entry is not None and call_id not in self._call_ids:
                 entry["call_ids"].append(call_id)
@@ -561,6 +604,8 @@ class ServerConversationTracker:
             "unsent_outputs": [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()],
             "repairs": [r.to_dict() for r in self._repairs],
             "undelivered": _undelivered_dict(self._undelivered),
+            "superseded": list(self._superseded),
+            "retired_ids": sorted(self._item_ids - self._chain_ids),
             "journal": [
                 {
                     **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
@@ -601,6 +646,10 @@ class ServerConversationTracker:
             for output in data.get("unsent_outputs", []):
                 tracker.record_output(dict(output))
             tracker._undelivered = _undelivered_entry(data.get("undelivered"))
+            tracker._superseded.extend(str(c) for c in data.get("superseded", []))
+            if "retired_ids" in data:
+                retired = {str(i) for i in data["retired_ids"]}
+                tracker._chain_ids = tracker._item_ids - retired
             tracker._repairs.extend(
                 ToolCallRepair(str(r["call_id"]), r["closed_with"]) for r in data.get("repairs", [])
             )
@@ -660,6 +709,11 @@ def _undelivered_entry(data: Any) -> dict[str, Any] | None:
     if response_id is not None and not isinstance(response_id, str):
         raise TypeError("undelivered response_id must be a string")
     return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
+
+
+def _kind(item: Any) -> str | None:
+    kind = item.get("type") if isinstance(item, Mapping) else getattr(item, "type", None)
+    return kind if isinstance(kind, str) else None
 
 
 def _holds(batch: list[Any], item: Any) -> bool:

@@ -39,7 +39,7 @@ def test_round_trip_through_json() -> None:
 def test_identical_inputs_explain_to_nothing() -> None:
     diff = explain(record(), record(attempt_id="att_2", response_id="resp_2", status="cancelled"))
     assert not diff
-    assert diff.text() == "attempt att_1 -> att_2:\n  nothing sent differed"
+    assert diff.text() == "attempt att_1 -> att_2:\n  identical request: nothing sent differed"
 
 
 def test_explain_budget_and_sampling() -> None:
@@ -77,7 +77,8 @@ def test_explain_budget_and_sampling() -> None:
         assert line in text
 
 
-def test_explain_model_prompt_owner_and_cursors() -> None:
+def test_explain_model_prompt_owner_and_cursor_before() -> None:
+    """Inputs only: the cursor the request started from differs, the one it produced is output."""
     first = record(
         state_owner="previous_response_id", cursor_before="resp_0", cursor_after="resp_1"
     )
@@ -97,6 +98,5 @@ def test_explain_model_prompt_owner_and_cursors() -> None:
         prompt_version=("v3", "v4"),
         state_owner=("previous_response_id", "client"),
         cursor_before=("resp_0", None),
-        cursor_after=("resp_1", None),
     )
     assert "model: 'gpt-4.1' -> 'gpt-5'" in diff.text()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 
 import agents_state_ext
+import agents_state_ext.chat
 import agents_state_ext.server
 import agents_state_ext.stores
 import agents_state_ext.testing
+import agents_state_ext.types
 
 PUBLIC = {
     "agents_state_ext": [
@@ -33,12 +35,14 @@ PUBLIC = {
         "ConversationNotFoundError",
         "ConversationState",
         "ConversationStore",
+        "EmptyMessageError",
         "FencedOutError",
         "GraphError",
         "GraphSession",
         "HandoffDowngrade",
         "HandoffFilterError",
         "InMemoryStore",
+        "IncompleteHistoryError",
         "InputFilterError",
         "InterruptedToolCallWarning",
         "InvalidTargetError",
@@ -53,10 +57,15 @@ PUBLIC = {
         "PartialOutput",
         "PendingApproval",
         "PreviousResponseNotFoundError",
+        "Replay",
+        "ReplayObstacle",
+        "ReplayReport",
         "RunInProgressError",
         "RunLifecycle",
+        "SDKContractError",
         "SQLiteStore",
         "SentRequest",
+        "ServerConversationState",
         "ServerConversationTracker",
         "StateBlobError",
         "StateExtError",
@@ -139,12 +148,35 @@ PUBLIC = {
         "import_conversation",
         "open_store",
     ],
+    "agents_state_ext.types": [
+        "AttemptStatus",
+        "CompactionMode",
+        "NodeStatus",
+        "OpenCallsPolicy",
+        "Role",
+        "ServerStrategyName",
+        "StrategyName",
+    ],
+    "agents_state_ext.chat": [
+        "STRATEGIES",
+        "Attempt",
+        "Conversation",
+        "GraphSession",
+        "PendingApproval",
+        "Replay",
+        "ReplayObstacle",
+        "ReplayReport",
+        "WriteGuard",
+        "open_conversation",
+    ],
 }
 MODULES = {
     "agents_state_ext": agents_state_ext,
     "agents_state_ext.testing": agents_state_ext.testing,
     "agents_state_ext.stores": agents_state_ext.stores,
     "agents_state_ext.server": agents_state_ext.server,
+    "agents_state_ext.types": agents_state_ext.types,
+    "agents_state_ext.chat": agents_state_ext.chat,
 }
 
 

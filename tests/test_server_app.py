@@ -404,8 +404,15 @@ async def test_retry_edit_switch_tree_attempts_and_explain(
     ]
     only = await client.get(f"/api/conversations/{cid}/attempts?message_id={first['message_id']}")
     assert [r["attempt_id"] for r in only[1]["attempts"]] == [first["attempt_id"]]
+    # The stored record keeps its final status and adds the edit that made it invalid.
+    invalidation = {"invalidated_by": edited["parent_user_id"]}
     for ref in (first["attempt_id"], first["message_id"]):
-        assert await client.get(f"/api/conversations/{cid}/attempts/{ref}") == (200, first)
+        status, stored = await client.get(f"/api/conversations/{cid}/attempts/{ref}")
+        assert status == 200 and stored["status"] == "complete"
+        assert isinstance(stored.pop("invalidated_at"), float)
+        expected = {**first, **invalidation}
+        expected.pop("invalidated_at", None)
+        assert stored == expected
 
     status, diff = await client.get(
         f"/api/conversations/{cid}/explain?a={first['attempt_id']}&b={edited['message_id']}"

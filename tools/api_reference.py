@@ -17,11 +17,13 @@ from typing import Any
 
 import agents_state_ext
 import agents_state_ext.testing
+import agents_state_ext.types
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 INTROS = {
     "agents_state_ext": "Everything below is importable from `agents_state_ext`.",
     "agents_state_ext.testing": "Fakes for your tests (see [testing](testing.md)).",
+    "agents_state_ext.types": "The Literal types of the API, for your own annotations.",
 }
 HEADER = (
     "# API reference\n\nEvery public name, with its signature and what it is for. The docstrings "
@@ -107,7 +109,7 @@ def value_doc(name: str, package: ModuleType) -> str:
 
 def render() -> str:
     out = [HEADER]
-    for module in (agents_state_ext, agents_state_ext.testing):
+    for module in (agents_state_ext, agents_state_ext.testing, agents_state_ext.types):
         out.append(f"## `{module.__name__}`\n\n{INTROS[module.__name__]}\n")
         out.extend(section(name, getattr(module, name), module) for name in module.__all__)
     return "\n".join(out)

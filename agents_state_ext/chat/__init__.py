@@ -7,6 +7,7 @@ from .attempt import Attempt
 from .conversation import Conversation
 from .guard import WriteGuard
 from .opening import STRATEGIES, open_conversation
+from .plan import Replay, ReplayObstacle, ReplayReport
 from .session import GraphSession
 
 __all__ = [
@@ -15,6 +16,9 @@ __all__ = [
     "Conversation",
     "GraphSession",
     "PendingApproval",
+    "Replay",
+    "ReplayObstacle",
+    "ReplayReport",
     "WriteGuard",
     "open_conversation",
 ]

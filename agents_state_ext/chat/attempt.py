@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -13,10 +14,12 @@ from agents.result import RunResultBase, RunResultStreaming
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
 from ..attempts import AttemptRecord
+from ..model import RequestTap
 from ..nodes import Node, NodeStatus
 from ..state import ConversationState
 from .approvals import PendingApproval, read_approvals
 from .plan import Plan
+from .records import define_context, note_requests, recorded
 
 if TYPE_CHECKING:
     from .conversation import Conversation
@@ -112,6 +115,10 @@ class Attempt:
         self.stored = not run
         """Whether its start is in the store (``False``: refused before, nothing was stored)."""
         self.paused_run: str | None = None  # a resumed attempt's stored run, read at its start
+        self.tap = RequestTap(request_id=record.request_id)
+        """What this attempt's requests were, as they went out (see ``AttemptRecord``)."""
+        self.parts: dict[str, Any] = {}  # request parts (digest -> value) to keep with the chat
+        self.run_overrides: dict[str, Any] | None = None  # a replay's pinned run config
         self._started = asyncio.Event()  # its start is stored, or will never be
         self._task: asyncio.Task[None] | None = None  # None: it does not run in this handle
         if run:
@@ -212,8 +219,12 @@ class Attempt:
             listener.queue.put_nowait(AttemptEvent(kind, data))
 
     def _emit_items(self, items: list[RunItem]) -> None:
+        # A resumed run's result holds the calls it waited on: they were announced before.
+        announced = {a.get("call_id") for a in self.record.approvals} if self.resumed else set()
         for item in items:
             if isinstance(item, ToolCallItem):
+                if item.call_id in announced:
+                    continue
                 raw = _raw(item.raw_item)
                 arguments = raw.get("arguments", raw.get("action", ""))
                 self._emit(
@@ -290,6 +301,7 @@ class Attempt:
             return await self._call_model(state, run_state), state
         strategy = chat._strategy
         state, input = await strategy.state(self)
+        await define_context(chat, self)
         try:
             return await self._call_model(state, input), state
         except Exception as exc:
@@ -300,13 +312,28 @@ class Attempt:
             raise asyncio.CancelledError
         await strategy.reseed(self, lost)
         state, input = await strategy.state(self)
+        await define_context(chat, self)
         return await self._call_model(state, input), state
 
     async def _call_model(self, state: ConversationState, input: Any) -> RunResultBase:
         if self._stopping:  # stopped before its request went out: send nothing
             raise asyncio.CancelledError
+        self.tap.requests.clear()  # the record describes the request of this try
+        self.tap.server_request_ids.clear()
         self._call = asyncio.get_running_loop().create_task(self._run(state, input))
-        return await self._call
+        try:
+            return await self._call
+        finally:
+            self._note_requests()
+
+    def _note_requests(self) -> None:
+        """Put what the requests carried into the record (idempotent; before each write).
+
+        A resumed attempt keeps what its first run sent: its continuation carries tool results.
+        """
+        if self.resumed and self.record.request_digest is not None:
+            return
+        self.parts.update(note_requests(self.record, self.tap))
 
     async def _settle_cancel(self) -> None:
         self._cancel_call()
@@ -316,6 +343,7 @@ class Attempt:
             await asyncio.wait([result.run_loop_task])
         if self._call is not None and not self._call.done():
             await asyncio.wait([self._call])
+        self._note_requests()
         await self._chat._cancelled(self, self._created_id)
 
     async def _run(self, state: ConversationState, input: Any) -> RunResultBase:
@@ -327,6 +355,7 @@ class Attempt:
             lifecycle.checkpoint_hook = guard.before_request
         agent = self.agent
         assert agent is not None  # the chat checked it before starting the attempt
+        agent, kwargs = recorded(agent, _pinned(kwargs, self.run_overrides), self.tap)
         if not self.stream:
             result: RunResultBase = await state.run(agent, input, **kwargs)
             self._result = result
@@ -356,6 +385,20 @@ class Attempt:
 
     def __repr__(self) -> str:
         return f"Attempt(id={self.id!r}, status={self.status!r}, text={self.text[:30]!r})"
+
+
+def _pinned(kwargs: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A replay's run kwargs: the recorded model and settings win over the run config's."""
+    if not overrides or not overrides.get("pinned"):
+        return kwargs
+    config = kwargs.get("run_config")
+    if config is None:
+        return kwargs
+    model = overrides.get("model")
+    pinned = dataclasses.replace(
+        config, model=model if model is not None else config.model, model_settings=None
+    )
+    return {**kwargs, "run_config": pinned}
 
 
 def _raw(item: Any) -> dict[str, Any]:

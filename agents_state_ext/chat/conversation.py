@@ -43,15 +43,16 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents import Agent
+from agents import Agent, ModelSettings
 from agents.result import RunResultBase
 
-from ..attempts import AttemptDiff, AttemptRecord, explain
+from ..attempts import AttemptDiff, AttemptRecord
 from ..context import ContextIndex
 from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     ContextOverflowError,
+    EmptyMessageError,
     InvalidTransitionError,
 )
 from ..graph import ConversationGraph
@@ -64,13 +65,17 @@ from .attempt import Attempt
 from .counts import save_counts
 from .guard import WriteGuard
 from .parking import Parking, interruptions, output_items
+from .plan import Replay, start_replay
 from .records import (
     FINAL,
     check_budget,
     check_prompt_version,
+    explained,
+    invalidations,
     mark,
     model_name,
     new_record,
+    read_part,
     response_id,
     usage,
 )
@@ -277,13 +282,60 @@ class Conversation:
             return await self.store.get_attempt(self.id, node.attempt_id)
 
     async def explain(self, a: str, b: str) -> AttemptDiff:
-        """What differed in what two attempts were sent (attempt or message ids)."""
-        return explain(await self.record(a), await self.record(b))
+        """What differed in what two attempts sent (attempt or message ids); inputs only.
+
+        Beyond :func:`~agents_state_ext.explain`, the diff's ``texts`` show the changed text:
+        the two user messages of an edit pair (``prompt``) and changed instructions.
+        """
+        first, second = await self.record(a), await self.record(b)
+        return await explained(self, first, second)
+
+    async def request_part(self, digest: str) -> Any:
+        """The instructions text or tool definitions an attempt record names by ``digest``.
+
+        ``KeyError`` if this chat keeps no part with that digest.
+        """
+        await self._ready(read=True)
+        return await read_part(self, digest)
+
+    async def replay(
+        self,
+        ref: str,
+        *,
+        model: str | None = None,
+        model_settings: ModelSettings | None = None,
+        instructions: str | None = None,
+        stream: bool = False,
+    ) -> Replay:
+        """Send again exactly the request attempt ``ref`` made, as a new sibling attempt.
+
+        The same model, settings, instructions, context and (where the strategy allows) server
+        cursor as recorded; ``model`` / ``model_settings`` / ``instructions`` override them
+        (the A/B case). Returns a :class:`~agents_state_ext.chat.plan.Replay` at once (its
+        ``attempt`` runs); ``await replay.report()`` waits for it and says whether the rebuilt
+        request was byte-identical to the recorded one, and if not, why. Works on a chat
+        reopened from its store in another process.
+        """
+        self._check_idle("replay")
+        original = await self.record(ref)
+        self._check_idle("replay")
+        return await start_replay(
+            self,
+            original,
+            model=model,
+            model_settings=model_settings,
+            instructions=instructions,
+            stream=stream,
+        )
 
     # -- actions -----------------------------------------------------------------------------
 
     def send(self, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False) -> Attempt:
-        """Add a user message on the active branch and start answering it."""
+        """Add a user message on the active branch and start answering it.
+
+        An empty message raises ``EmptyMessageError`` (nothing is added or sent).
+        """
+        _check_not_empty(content, "send")
         self._check_idle("send")
         self.graph.add_user(content)
         return self._start(self.graph.start_attempt(), stream)
@@ -299,7 +351,9 @@ class Conversation:
         """Replace a user message by a new version on a new branch, and answer it.
 
         Everything under the old version turns ``invalid`` and is never sent on this branch.
+        An empty new version raises ``EmptyMessageError`` (nothing changes).
         """
+        _check_not_empty(content, "edit")
         self._check_idle("edit")
         self.graph.edit(user_id, content)
         return self._start(self.graph.start_attempt(), stream)
@@ -394,7 +448,6 @@ class Conversation:
         return new_record(
             node,
             included,
-            agent=self.agent,
             prompt_version=self._prompt_version,
             budget=self._budget,
             state_owner=self.strategy,
@@ -416,10 +469,27 @@ class Conversation:
             self._first_root = graph.nodes()[0].id
         return self.id if path[0].id == self._first_root else f"{self.id}:{path[0].id}"
 
-    def _start(self, node: Node, stream: bool) -> Attempt:
-        """Plan the new attempt ``node`` in memory and start its task (which stores it first)."""
+    def _start(
+        self,
+        node: Node,
+        stream: bool,
+        *,
+        agent: Agent[Any] | None = None,
+        budget: int | bool | None = False,
+    ) -> Attempt:
+        """Plan the new attempt ``node`` in memory and start its task (which stores it first).
+
+        ``agent`` answers instead of the chat's; ``budget`` (unless ``False``) plans within
+        that budget instead of the chat's (a replay's recorded one).
+        """
         assert self.agent is not None
-        plan = self._strategy.plan(self.graph.path_to(str(node.parent_id)))
+        kept = self._budget
+        if budget is not False:
+            self._budget = None if budget is None or budget is True else budget
+        try:
+            plan = self._strategy.plan(self.graph.path_to(str(node.parent_id)))
+        finally:
+            self._budget = kept
         record = self._new_record(
             node,
             {n.id: plan.tokens[n.id] for n in plan.nodes},
@@ -435,8 +505,9 @@ class Conversation:
             mark(record, "failed", error=str(exc))
         generation = self._writes.hold(record)
         attempt = Attempt(
-            self, node, plan, record, agent=self.agent, stream=stream, generation=generation
-        )
+            self, node, plan, record, agent=agent or self.agent, stream=stream,
+            generation=generation,
+        )  # fmt: skip
         self._in_flight = attempt
         return attempt
 
@@ -445,8 +516,9 @@ class Conversation:
         if attempt.resumed:
             await self._parking.begin(attempt)
             return
+        records = [attempt.record, *await invalidations(self, attempt)]
         try:
-            await self._writes.commit([attempt.record], since=attempt.generation)
+            await self._writes.commit(records, since=attempt.generation)
         except ConcurrentUpdateError as exc:
             node = attempt.node  # no longer in the graph, which was re-read
             node.status, node.meta["error"] = "failed", f"{type(exc).__name__}: {exc}"
@@ -523,3 +595,21 @@ class Conversation:
 
     def __repr__(self) -> str:
         return f"Conversation(id={self.id!r}, strategy={self.strategy!r}, nodes={len(self.graph)})"
+
+
+def _check_not_empty(content: str | Sequence[Mapping[str, Any]], action: str) -> None:
+    """``EmptyMessageError`` for a user message with no content (text blank, or no items)."""
+
+    def blank(item: Mapping[str, Any]) -> bool:
+        if item.get("type", "message") != "message":
+            return False
+        parts = item.get("content")
+        if isinstance(parts, str):
+            return not parts.strip()
+        return not parts or all(
+            isinstance(p, Mapping) and "text" in p and not str(p["text"]).strip() for p in parts
+        )
+
+    empty = not content.strip() if isinstance(content, str) else all(map(blank, content))
+    if empty:
+        raise EmptyMessageError(f"cannot {action} an empty message")

@@ -2,27 +2,49 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from agents import Agent
+from agents import Agent, RunConfig
 from agents.models import get_default_model
+from agents.models.interface import Model
 from agents.result import RunResultBase
 
-from ..attempts import AttemptRecord
+from ..attempts import AttemptDiff, AttemptRecord, explain, part_digest
+from ..binding import copy_agent_graph
+from ..errors import AttemptNotFoundError
+from ..model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
 from ..nodes import Node
 from ..state import ConversationState
+from ..types import AttemptStatus
+
+if TYPE_CHECKING:
+    from .attempt import Attempt
+    from .conversation import Conversation
 
 __all__ = [
     "FINAL",
+    "PART_PREFIX",
     "check_budget",
     "check_prompt_version",
+    "define_context",
+    "explained",
+    "invalidated",
+    "invalidations",
     "mark",
     "model_name",
     "new_record",
+    "note_requests",
+    "read_part",
+    "recorded",
     "response_id",
     "usage",
 ]
+
+PART_PREFIX = "request_part:"
+"""Chat metadata keys holding a request part (instructions, tool list) by its digest."""
 
 FINAL = ("complete", "cancelled", "failed")
 """The statuses an attempt ends in for good (``awaiting_approval`` may still go on)."""
@@ -53,31 +75,27 @@ def model_name(agent: Agent[Any] | None) -> str:
     return str(name) if isinstance(name, str) else get_default_model()
 
 
-def _sampling(agent: Agent[Any]) -> dict[str, Any]:
-    settings = agent.model_settings.to_json_dict()
-    return {k: v for k, v in settings.items() if isinstance(v, (int, float, str, bool))}
-
-
 def new_record(
     node: Node,
     included: dict[str, int],
     *,
-    agent: Agent[Any] | None,
     prompt_version: str | None,
     budget: int | None,
     state_owner: str,
     overflow: bool = False,
     cursor_before: str | None = None,
 ) -> AttemptRecord:
-    """The ``queued`` record of a new attempt ``node`` that sends ``included`` (id -> tokens)."""
+    """The ``queued`` record of a new attempt ``node`` that sends ``included`` (id -> tokens).
+
+    What the request carries beyond the messages (model, settings, instructions, tools) is
+    filled in when it goes out (:func:`note_requests`).
+    """
     return AttemptRecord(
         message_id=node.id,
         attempt_id=str(node.attempt_id),
         parent_user_id=node.parent_id,
         request_id=node.request_id,
-        model=model_name(agent) if agent is not None else None,
         prompt_version=prompt_version,
-        sampling=_sampling(agent) if agent is not None else {},
         included=dict(included),
         budget=budget,
         used=sum(included.values()),
@@ -88,7 +106,7 @@ def new_record(
     )
 
 
-def mark(record: AttemptRecord, status: str, *, error: str | None = None) -> None:
+def mark(record: AttemptRecord, status: AttemptStatus, *, error: str | None = None) -> None:
     """Set ``record``'s status (and error); a final one gets its ``finished_at``."""
     record.status = status
     if error is not None:
@@ -114,3 +132,169 @@ def usage(result: RunResultBase) -> dict[str, int]:
         "output_tokens": used.output_tokens,
         "total_tokens": used.total_tokens,
     }
+
+
+# -- what crossed the wire ---------------------------------------------------------------------
+
+
+def recorded(
+    agent: Agent[Any], kwargs: Mapping[str, Any], tap: RequestTap
+) -> tuple[Agent[Any], dict[str, Any]]:
+    """``agent``'s graph and the run's kwargs with every model reporting to ``tap``.
+
+    Models named by string go through the run config's provider, wrapped; ``Model`` instances
+    (the run config's, each agent's, handoff targets') are wrapped in a copy of the graph.
+    """
+    config = kwargs.get("run_config") or RunConfig()
+    provider = config.model_provider
+    if not isinstance(provider, RecordedModelProvider):
+        provider = RecordedModelProvider(provider, tap)
+    model = config.model
+    if isinstance(model, Model) and not isinstance(model, RecordedModel):
+        model = RecordedModel(model, tap)
+    config = dataclasses.replace(config, model=model, model_provider=provider)
+
+    def wrap(inner: Model) -> Model:
+        return inner if isinstance(inner, RecordedModel) else RecordedModel(inner, tap)
+
+    return copy_agent_graph(agent, {}, wrap_model=wrap), {**kwargs, "run_config": config}
+
+
+def note_requests(record: AttemptRecord, tap: RequestTap) -> dict[str, Any]:
+    """Fill ``record`` from the first request ``tap`` saw; the parts to keep (digest -> value).
+
+    Nothing is changed when no request went out.
+    """
+    request = tap.first
+    if request is None:
+        return {}
+    parts: dict[str, Any] = {}
+    record.model = request.model
+    record.sampling = dict(request.settings)
+    record.instructions = None
+    if request.instructions is not None:
+        record.instructions = part_digest(request.instructions)
+        parts[record.instructions] = request.instructions
+    record.tools = tools_digest(request)
+    if record.tools is not None:
+        parts[record.tools] = request.tools
+    record.request_digest = request.digest
+    record.server_request_id = tap.server_request_id
+    return parts
+
+
+async def define_context(chat: Conversation, attempt: Attempt) -> None:
+    """Set the attempt's ``included`` (what the model's context held) and ``sent`` (this request).
+
+    Replay and session send the whole context; so does a new or re-seeded chain and a newly
+    forked server conversation (seeded, then sent the rest). A request that continues a chain
+    or a server conversation sends only the new turn: its context is the context of the answer
+    it continues from, that answer, and what it sent.
+    """
+    record, plan = attempt.record, attempt.plan
+    strategy = chat.strategy
+    seeded = attempt.node.meta.get("seeded")
+    whole = (
+        strategy in ("replay", "session")
+        or record.reseeded_from is not None
+        or (strategy == "previous_response" and record.cursor_before is None)
+    )
+    if whole:
+        record.sent = list(record.included)
+    elif strategy == "conversation" and isinstance(seeded, list):
+        record.sent = [i for i in record.included if i not in set(seeded)]
+    else:
+        sent = list(record.included)
+        anchor = plan.anchor
+        base = await _context_before(chat, anchor, chat.graph.path_to(attempt.user_id))
+        tokens = {i: record.included[i] for i in sent}
+        record.included = {**base, **tokens}
+        record.sent = sent
+    record.used = sum(record.included.values())
+
+
+async def _context_before(
+    chat: Conversation, anchor: Node | None, path: Sequence[Node]
+) -> dict[str, int]:
+    """What the server held before the new turn: up to and including ``anchor``."""
+    counter = chat.counter
+    if anchor is None:  # a server conversation that held only the branch's system messages
+        return {n.id: counter.count(n.id, n.items) for n in path if n.role == "system"}
+    held: dict[str, int] | None = None
+    if anchor.attempt_id is not None:
+        try:
+            stored = await chat.store.get_attempt(chat.id, anchor.attempt_id)
+        except AttemptNotFoundError:
+            stored = None
+        if stored is not None and stored.sent is not None:
+            held = dict(stored.included)
+    if held is None:  # a record from before `sent` existed: the branch's completed turns
+        held = {}
+        for node in path:
+            if node.id == anchor.id:
+                break
+            if node.role != "assistant" or node.status == "complete":
+                held[node.id] = counter.count(node.id, node.items)
+    held[anchor.id] = counter.count(anchor.id, anchor.items)
+    return held
+
+
+def invalidated(chat: Conversation, edit_id: str) -> list[Node]:
+    """The attempts (assistant nodes) the edit that made ``edit_id`` turned invalid."""
+    return [
+        n
+        for n in chat.graph.nodes()
+        if n.attempt_id is not None and n.meta.get("invalidated_by") == edit_id
+    ]
+
+
+async def invalidations(chat: Conversation, attempt: Attempt) -> list[AttemptRecord]:
+    """The stored records of the attempts an edit invalidated, marked with it (when, by which).
+
+    Only for the first attempt that answers an edit (``attempt``'s user message is the edit's
+    new version); each record keeps its final status. ``[]`` otherwise.
+    """
+    edit = chat.graph.get(attempt.user_id)
+    if "edit_of" not in edit.meta:
+        return []
+    now = time.time()
+    records: list[AttemptRecord] = []
+    for node in invalidated(chat, edit.id):
+        try:
+            record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
+        except AttemptNotFoundError:
+            continue
+        if record.invalidated_by is None:
+            record.invalidated_by, record.invalidated_at = edit.id, now
+            records.append(record)
+    return records
+
+
+async def read_part(chat: Conversation, digest: str) -> Any:
+    """The request part stored under ``digest`` in ``chat``'s metadata (``KeyError`` if none)."""
+    meta = (await chat.store.get_conversation(chat.id)).meta
+    key = PART_PREFIX + digest
+    if key not in meta:
+        raise KeyError(f"chat {chat.id} keeps no request part {digest!r}")
+    return meta[key]
+
+
+async def explained(chat: Conversation, a: AttemptRecord, b: AttemptRecord) -> AttemptDiff:
+    """``explain(a, b)`` with the changed texts: the edited prompt, the instructions."""
+    diff = explain(a, b)
+    texts: dict[str, tuple[Any, Any]] = {}
+    if diff.parent_user_id is not None:
+        old, new = (_text(chat, i) for i in diff.parent_user_id)
+        if old != new:
+            texts["prompt"] = (old, new)
+    if diff.instructions is not None:
+        meta = (await chat.store.get_conversation(chat.id)).meta
+        old, new = (meta.get(PART_PREFIX + d) if d else None for d in diff.instructions)
+        texts["instructions"] = (old, new)
+    return dataclasses.replace(diff, texts=texts) if texts else diff
+
+
+def _text(chat: Conversation, node_id: str | None) -> str | None:
+    if node_id is None or node_id not in chat.graph:
+        return None
+    return chat.graph.get(node_id).text()

@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import agents
 from agents.items import TResponseInputItem
@@ -49,6 +49,7 @@ from ..attempts import AttemptRecord
 from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransitionError
 from ..nodes import Node
 from ..state import ConversationState
+from ..types import AttemptStatus
 from .approvals import PendingApproval, open_calls, read_approvals, undecided
 from .plan import selected, with_history
 
@@ -304,10 +305,11 @@ class GraphSession:
             chat.graph.stop(node.id)
         else:
             chat.graph.fail(node.id, error or "failed")
-        chat._writes.later(record, status, error=error)
+        # "ended" was resolved by the evidence above: what is left is an attempt status.
+        chat._writes.later(record, cast(AttemptStatus, status), error=error)
 
 
-def _by_evidence(node: Node, run: _Run) -> tuple[str, str | None]:
+def _by_evidence(node: Node, run: _Run) -> tuple[AttemptStatus, str | None]:
     """How a run ended that raised nothing the session saw, from what it stored."""
     if not node.items:
         return "failed", _NO_ANSWER
@@ -318,7 +320,9 @@ def _by_evidence(node: Node, run: _Run) -> tuple[str, str | None]:
     return "complete", None
 
 
-def _outcome(task: asyncio.Task[Any] | None) -> tuple[str, str | None] | None:
+def _outcome(
+    task: asyncio.Task[Any] | None,
+) -> tuple[AttemptStatus | Literal["ended"], str | None] | None:
     """How the task that was a run ended: cancelled, failed (why), or ended."""
     if task is None or not task.done():
         return None

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..attempts import AttemptRecord
 from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
 from ..graph import ConversationGraph
 from ..nodes import Node
 from ..stores import ConversationStore
+from ..types import AttemptStatus
 from .guard import fence_args
-from .records import mark
+from .records import PART_PREFIX, mark
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -124,6 +126,7 @@ class Writes:
         self._error: BaseException | None = None
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._parts: set[str] | None = None  # request part digests known to be stored
 
     def _locked(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -206,12 +209,32 @@ class Writes:
                 ) from exc
             self.head = new_head
 
-    async def write(self, record: AttemptRecord, status: str, *, error: str | None = None) -> None:
+    async def keep_parts(self, parts: Mapping[str, Any]) -> None:
+        """Store the request parts (digest -> instructions or tools) the chat does not keep yet.
+
+        Each distinct value is stored once, in the chat's metadata under its digest: records
+        name it, so a long conversation does not repeat it. Parts are content-addressed, so a
+        write that races another handle's stores the same value.
+        """
+        if not parts:
+            return
+        chat = self._chat
+        if self._parts is None:
+            meta = (await chat.store.get_conversation(chat.id)).meta
+            self._parts = {k[len(PART_PREFIX) :] for k in meta if k.startswith(PART_PREFIX)}
+        new = {PART_PREFIX + d: v for d, v in parts.items() if d not in self._parts}
+        if new:
+            await chat.store.update_conversation_meta(chat.id, new)
+            self._parts.update(parts)
+
+    async def write(
+        self, record: AttemptRecord, status: AttemptStatus, *, error: str | None = None
+    ) -> None:
         """Store ``record`` as ``status`` with the graph's changes, in one commit."""
         mark(record, status, error=error)
         await self.commit([record])
 
-    def ended(self, attempt: Attempt, status: str, *, error: str | None = None) -> int:
+    def ended(self, attempt: Attempt, status: AttemptStatus, *, error: str | None = None) -> int:
         """Mark the attempt's record ended (its node already is) and queue it; the generation."""
         mark(attempt.record, status, error=error)
         return self.hold(attempt.record, keep=True)
@@ -224,6 +247,10 @@ class Writes:
         re-reads the store, and the attempt's ``error`` becomes ``ConcurrentUpdateError`` unless
         it already failed of its own.
         """
+        try:
+            await uncancelled(self.keep_parts(attempt.parts))
+        except Exception:  # the end is stored anyway; a later attempt stores the parts
+            self._parts = None
         try:
             await self.commit(since=generation)
         except FencedOutError as fenced_out:
@@ -239,7 +266,9 @@ class Writes:
                 conflict.__cause__ = lost
                 attempt.error = conflict
 
-    def later(self, record: AttemptRecord, status: str, *, error: str | None = None) -> None:
+    def later(
+        self, record: AttemptRecord, status: AttemptStatus, *, error: str | None = None
+    ) -> None:
         """Mark ``record`` ended (its node already is), queue it (``keep``) and start a commit.
 
         With no running loop the chat's next action stores it.
@@ -332,6 +361,10 @@ class Writes:
                     continue  # never stored: nothing of the attempt reached the store
                 node = settled(final, stored)
                 nodes.extend([node] if node is not None else [])
+                by = stored.meta.get("invalidated_by") if stored.status == "invalid" else None
+                if isinstance(by, str) and record.invalidated_by is None:
+                    # an edit on another handle invalidated it while it ran: say so, keep status
+                    record.invalidated_by, record.invalidated_at = by, time.time()
                 records.append(record)
             try:
                 async with fence_args(chat.guard) as fence:

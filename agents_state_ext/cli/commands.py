@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import click
+from agents import ModelSettings
 from rich.console import Console
 from rich.markup import escape
 
 from ..chat import Attempt, Conversation
-from ..errors import ContextOverflowError, InvalidTargetError
-from .render import attempt_line, attempts_table, graph_tree, pending_lines, resolve, short
+from ..errors import ContextOverflowError, InvalidTargetError, InvalidTransitionError
+from ._refs import describe_error, pick, reference, status_text
+from .render import attempt_line, attempts_table, graph_tree, pending_lines, short
 
-__all__ = ["COMMANDS_HELP", "Commands"]
+__all__ = ["COMMANDS_HELP", "Commands", "replay_options"]
 
 COMMANDS_HELP = """\
   <text>          send a message (the answer streams)
@@ -22,12 +24,15 @@ COMMANDS_HELP = """\
                   goes on once every call is decided
   /reject [CALL] [reason]  reject one (the model is told the reason), as /approve
   /retry          answer the active user message again
-  /edit N [text]  replace user message N of /path (text: the rest of the line, else next line)
+  /edit REF [text]  replace user message REF (text: the rest of the line, else next line)
   /path           the active branch, numbered
   /branches       every branch (its leaf), the active one starred
-  /switch ID      make message ID (or a unique prefix) the active leaf
+  /switch REF     make message REF the active leaf
   /budget N       token budget of each request (a positive integer, or off)
-  /explain A B    what differed in what attempts A and B were sent (ids or prefixes)
+  /explain A B    what differed in what attempts A and B were sent
+  /replay A [model=NAME] [temperature=T] [top_p=P]  send attempt A's recorded request again
+                  as a new sibling (optionally overridden) and say whether it was identical
+  REF             a message id or a unique prefix of one (msg_1a2b...), or its number on /path
   /tree           the whole graph;  /attempts  the attempt records
   /help           this list;  /quit  leave (so does end of input)"""
 
@@ -50,9 +55,10 @@ class Commands:
     async def run(self, line: str) -> bool:
         text = line.strip()
         if not text:
+            self.say("[dim](empty message: nothing sent)[/dim]")
             return True
         if not text.startswith("/"):
-            await self._answer(self.chat.send(text, stream=True))
+            await self._send(text)
             return True
         name, _, rest = text.partition(" ")
         rest = rest.strip()
@@ -78,8 +84,10 @@ class Commands:
         elif name == "/branches":
             self._branches()
         elif name == "/switch":
-            node = await self.chat.switch(resolve(self._ids(), _one(rest, "/switch ID")))
-            self.say(f"active leaf: {short(node.id)} ({node.role}, {node.status})")
+            node = await self.chat.switch(self._ref(_one(rest, "/switch REF")))
+            self.say(f"active leaf: {short(node.id)} ({node.role}, {status_text(node)})")
+            if node.status == "invalid":
+                self.say(f"[yellow]note:[/yellow] {_EDITED_AWAY}")
         elif name == "/budget":
             from .chat import parse_budget
 
@@ -88,10 +96,13 @@ class Commands:
         elif name == "/explain":
             refs = rest.split()
             if len(refs) != 2:
-                raise click.UsageError("usage: /explain A B (two attempt or message ids)")
+                raise click.UsageError("usage: /explain A B (two attempts: REF or attempt id)")
             ids = self._ids() + [r.attempt_id for r in await self.chat.attempts()]
-            first, second = (resolve(ids, ref, "attempt") for ref in refs)
+            path = self.chat.active_path()
+            first, second = (reference(ref, path, ids, what="attempt") for ref in refs)
             self.say(escape((await self.chat.explain(first, second)).text()))
+        elif name == "/replay":
+            await self._replay(rest)
         elif name == "/tree":
             self.console.print(graph_tree(self.chat.graph, f"chat {self.chat.id}"))
         elif name == "/attempts":
@@ -107,17 +118,31 @@ class Commands:
             raise ContextOverflowError(record.error or "the request is over the token budget")
         self.say(f"[dim]{attempt_line('·', record)}[/dim]")
         if record.error:
-            self.say(f"[red]error:[/red] {escape(record.error)}")
+            error = describe_error(attempt.error) or record.error
+            self.say(f"[red]error:[/red] {escape(error)}")
         if attempt.status == "awaiting_approval":
             for line in pending_lines(await self.chat.pending_approvals()):
                 self.say(line)
+
+    async def _replay(self, rest: str) -> None:
+        words = rest.split()
+        if not words:
+            raise click.UsageError(_REPLAY_USAGE)
+        ref, options = words[0], words[1:]
+        ids = self._ids() + [r.attempt_id for r in await self.chat.attempts()]
+        target = reference(ref, self.chat.active_path(), ids, what="attempt")
+        model, settings = replay_options(options)
+        replay = await self.chat.replay(target, model=model, model_settings=settings, stream=True)
+        await self.stream(replay.attempt)
+        report = await replay.report()
+        self.say(escape(report.text()))
 
     async def _decide(self, name: str, rest: str) -> None:
         pending = await self.chat.pending_approvals()
         if not pending:
             raise click.UsageError("no tool call awaits approval")
         ref, _, reason = rest.partition(" ")
-        call_id = resolve([a.call_id for a in pending], ref, "tool call") if ref else None
+        call_id = pick([a.call_id for a in pending], ref, "tool call") if ref else None
         if name == "/approve":
             if reason.strip():
                 raise click.UsageError("usage: /approve [CALL]")
@@ -129,14 +154,22 @@ class Commands:
         if all(a.decision is not None for a in decided):
             await self._answer(self.chat.resume(stream=True))
 
+    async def _send(self, text: str) -> None:
+        leaf = self.chat.graph.active_leaf
+        if leaf is not None and self.chat.node(leaf).status == "invalid":
+            raise InvalidTransitionError(f"cannot send: {_EDITED_AWAY}")
+        await self._answer(self.chat.send(text, stream=True))
+
     async def _edit(self, rest: str) -> None:
-        number, _, content = rest.partition(" ")
-        path = self.chat.active_path()
-        if not number.isdigit() or not 1 <= int(number) <= len(path):
-            raise click.UsageError(f"usage: /edit N [text], N between 1 and {len(path)} (/path)")
-        node = path[int(number) - 1]
+        ref, _, content = rest.partition(" ")
+        if not ref:
+            raise click.UsageError("usage: /edit REF [text] (a message id, prefix or /path number)")
+        node = self.chat.node(self._ref(ref))
         if node.role != "user":
-            raise InvalidTargetError(f"message {number} is a {node.role} message, not a user one")
+            article = "an" if node.role[:1] in "aeiou" else "a"
+            raise InvalidTargetError(
+                f"message {ref} is {article} {node.role} message, not a user one"
+            )
         if not content.strip():
             self.say("new text: ")
             content = (await self.read_line()) or ""
@@ -147,9 +180,8 @@ class Commands:
     def _path(self) -> None:
         for number, node in enumerate(self.chat.active_path(), 1):
             text = " ".join(node.text().split())[:60]
-            self.say(
-                escape(f"  [{number}] {short(node.id)} {node.role:<9} {node.status:<9} {text}")
-            )
+            status = status_text(node)
+            self.say(escape(f"  [{number}] {short(node.id)} {node.role:<9} {status:<9} {text}"))
 
     def _branches(self) -> None:
         graph, active = self.chat.graph, self.chat.graph.active_leaf
@@ -160,12 +192,51 @@ class Commands:
             star = "*" if leaf_id == active else " "
             asked = " ".join(users[-1].text().split())[:40] if users else ""
             self.say(
-                f" {star}{number}. {short(leaf_id)} {leaf.role} {leaf.status} "
+                f" {star}{number}. {short(leaf_id)} {leaf.role} {status_text(leaf)} "
                 f"({len(path)} messages) last question: {escape(asked)!r}"
             )
 
     def _ids(self) -> list[str]:
         return [n.id for n in self.chat.graph.nodes()]
+
+    def _ref(self, ref: str) -> str:
+        """The message ``ref`` names: an id, a unique prefix, or its number on ``/path``."""
+        return reference(ref, self.chat.active_path(), self._ids())
+
+
+_EDITED_AWAY = (
+    "this branch was edited away (its messages are invalid and are never sent again); "
+    "/branches lists the live ones: /switch to one of them, or /edit a message to start anew"
+)
+
+
+_REPLAY_USAGE = "usage: /replay A [model=NAME] [temperature=T] [top_p=P] [max_tokens=N]"
+
+
+def replay_options(options: list[str]) -> tuple[str | None, ModelSettings | None]:
+    """``model=NAME`` and sampling overrides (``temperature=0.2``) of a replay."""
+    model: str | None = None
+    numbers: dict[str, float | int] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not value:
+            raise click.UsageError(_REPLAY_USAGE)
+        if key == "model":
+            model = value
+        elif key in ("temperature", "top_p"):
+            numbers[key] = _number(key, value, float)
+        elif key == "max_tokens":
+            numbers[key] = _number(key, value, int)
+        else:
+            raise click.UsageError(f"unknown replay option {key!r}; {_REPLAY_USAGE}")
+    return model, ModelSettings(**numbers) if numbers else None  # type: ignore[arg-type]
+
+
+def _number(key: str, value: str, kind: type[float] | type[int]) -> float | int:
+    try:
+        return kind(value)
+    except ValueError:
+        raise click.UsageError(f"{key} must be a number, got {value!r}") from None
 
 
 def _one(rest: str, usage: str) -> str:

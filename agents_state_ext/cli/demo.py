@@ -79,12 +79,13 @@ def default_db_path() -> str:
 
 
 def _ids() -> Callable[[str], str]:
+    # Short, stable ids of the same shape the chat prints (``msg_1``, ``att_1``), so that a
+    # demo's output can be followed and its ids typed into ``chat`` or ``inspect``.
     counters: dict[str, itertools.count[int]] = {}
-    names = {"msg": "m", "att": "att", "req": "req"}
 
     def new_id(prefix: str) -> str:
         count = counters.setdefault(prefix, itertools.count(1))
-        return f"{names.get(prefix, prefix)}{next(count)}"
+        return f"{prefix}_{next(count)}"
 
     return new_id
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "attempt_line",
     "attempts_table",
     "graph_tree",
+    "invalidation",
     "make_console",
     "pending_lines",
     "resolve",
@@ -76,8 +78,13 @@ def _label(node: Node, active: set[str]) -> str:
     marker = "[bold]*[/bold]" if node.id in active else " "
     text = escape(_clip(node.text() or _tools(node)))
     extra = ""
+    if node.status == "invalid":
+        before = node.meta.get("status_before_invalid") or "?"
+        by = node.meta.get("invalidated_by")
+        edit = f", edited away by {short(by)}" if isinstance(by, str) else ""
+        extra = f" [dim](was {escape(str(before))}{edit})[/dim]"
     if node.meta.get("edit_of"):
-        extra = f" [dim](edit of {short(node.meta['edit_of'])})[/dim]"
+        extra += f" [dim](edit of {short(node.meta['edit_of'])})[/dim]"
     response = node.meta.get("response_id")
     server = node.meta.get("server_conversation")
     if node.role == "assistant" and (response or server):
@@ -110,13 +117,12 @@ def graph_tree(graph: ConversationGraph, title: str) -> Tree:
 def attempts_table(records: Sequence[AttemptRecord], title: str | None = None) -> Table:
     """Attempt records as a table: what each was sent and what came back."""
     table = Table(title=title, show_lines=False, pad_edge=False)
-    for column in ("attempt", "message", "status", "owner", "budget"):
+    for column in ("attempt", "message", "status", "owner", "model", "budget"):
         table.add_column(column, no_wrap=True)
     table.add_column("cursor before → after", no_wrap=True)
-    table.add_column("response", no_wrap=True)
-    table.add_column("sent: message:tokens = used")
+    table.add_column("response / server request", no_wrap=True)
+    table.add_column("context: message:tokens (+ sent) = used")
     for r in records:
-        sent = " ".join(f"{short(i)}:{n}" for i, n in r.included.items())
         style = _STATUS_STYLE.get(r.status, "")
         budget = "∞" if r.budget is None else str(r.budget)
         if r.overflow:
@@ -124,25 +130,43 @@ def attempts_table(records: Sequence[AttemptRecord], title: str | None = None) -
         table.add_row(
             short(r.attempt_id),
             short(r.message_id),
-            f"[{style}]{r.status}[/{style}]",
+            f"[{style}]{r.status}[/{style}]{escape(invalidation(r))}",
             r.state_owner or "-",
+            escape(r.model or "-"),
             budget,
             f"{r.cursor_before or '-'} → {r.cursor_after or '-'}",
-            r.response_id or "-",
-            escape(f"{sent} = {r.used}"),
+            f"{r.response_id or '-'} / {r.server_request_id or '-'}",
+            escape(f"{_context(r)} = {r.used}"),
         )
     return table
+
+
+def _context(r: AttemptRecord) -> str:
+    """The context's messages, those this request carried marked ``+`` (older records: all)."""
+    sent = set(r.sent if r.sent is not None else r.included)
+    return " ".join(f"{'+' if i in sent else ''}{short(i)}:{n}" for i, n in r.included.items())
+
+
+def invalidation(r: AttemptRecord) -> str:
+    """`` invalid (edit msg_…, at HH:MM:SS)`` for a record an edit invalidated, else ``""``."""
+    if r.invalidated_by is None:
+        return ""
+    when = ""
+    if r.invalidated_at is not None:
+        when = ", at " + time.strftime("%H:%M:%S", time.gmtime(r.invalidated_at)) + " UTC"
+    return f" · invalid (edit {short(r.invalidated_by)}{when})"
 
 
 def attempt_line(action: str, r: AttemptRecord) -> str:
     """One line about an attempt: status, what was sent, the budget and the cursor."""
     style = _STATUS_STYLE.get(r.status, "")
-    sent = " ".join(f"{short(i)}:{n}" for i, n in r.included.items())
+    sent = _context(r)
     budget = "∞" if r.budget is None else str(r.budget)
     overflow = " [red]OVERFLOW (not sent)[/red]" if r.overflow else ""
     return (
         f"  [bold]{action:<7}[/bold] {short(r.message_id)} [{style}]{r.status:<9}[/{style}] "
-        f"sent {escape('[' + sent + ']')} {r.used}/{budget} tokens{overflow}  "
+        f"{escape(invalidation(r))}"
+        f"context {escape('[' + sent + ']')} {r.used}/{budget} tokens{overflow}  "
         f"cursor {r.cursor_before or '-'} → {r.cursor_after or '-'}"
     )
 

@@ -32,6 +32,10 @@ class RecordedRequest:
     """The error message of an error answer (a rejection or an injected status), else None."""
     events: list[str] = field(default_factory=list)
     """The types of the SSE events sent for a streamed answer, in order (a drop cuts it short)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """The request's headers, names lower-cased (``x-client-request-id``, ...); no credentials."""
+    request_id: str | None = None
+    """The ``x-request-id`` the mock answered with (``req_1``, ``req_2``, ... per request)."""
 
 
 FrameHook = Callable[[RecordedRequest, int], Awaitable[None]]

@@ -20,6 +20,7 @@ from ._state import ServerState
 __all__ = ["Backend"]
 
 _Handler = Callable[..., Awaitable[httpx2.Response]]
+_SECRET_HEADERS = ("authorization", "openai-organization", "openai-project", "cookie")
 
 
 def _json(status: int, body: Any) -> httpx2.Response:
@@ -50,6 +51,7 @@ class Backend:
         self._state_flags = state_flags
         self._endpoint_flags = endpoint_flags
         self.requests: list[RecordedRequest] = []
+        self._served = 0  # requests answered, for their x-request-id
         self._routes = self._route_table()
         self.reset()
 
@@ -69,12 +71,20 @@ class Backend:
             url=str(request.url),
             params=dict(request.url.params),
             json=json.loads(content) if content else None,
+            headers={
+                name.lower(): value
+                for name, value in request.headers.items()
+                if name.lower() not in _SECRET_HEADERS
+            },
         )
         self.requests.append(record)
+        self._served += 1
+        record.request_id = f"req_{self._served}"
         try:
             response = await self._answer(request, record)
         except ApiError as error:
             response = error.to_response()
+        response.headers["x-request-id"] = record.request_id
         record.status = response.status_code
         if response.status_code >= 400:
             record.error = _error_message(response)

@@ -137,7 +137,13 @@ export function renderRecord(body, record) {
     ["message", record.message_id],
     ["answers", record.parent_user_id],
     ["request", record.request_id],
-    ["status", statusWord(record.status)],
+    ["server request", record.server_request_id || "—"],
+    [
+      "status",
+      record.invalidated_by
+        ? `${statusWord(record.status)} · invalid (edit ${record.invalidated_by}, ${when(record.invalidated_at)})`
+        : statusWord(record.status),
+    ],
     ["error", record.error || "—"],
     ["model", record.model || "—"],
     ["prompt version", record.prompt_version || "—"],
@@ -147,6 +153,11 @@ export function renderRecord(body, record) {
     ["used", record.used ?? "—"],
     ["overflow", record.overflow ? "yes" : "no"],
     ["included", `${Object.keys(record.included || {}).length} messages`],
+    ["sent", record.sent ? `${record.sent.length} messages` : "—"],
+    ["instructions", record.instructions || "—"],
+    ["tools", record.tools || "—"],
+    ["request digest", record.request_digest || "—"],
+    ["replay of", record.replay_of || "—"],
     ["cursor before", record.cursor_before || "—"],
     ["cursor after", record.cursor_after || "—"],
     ["reseeded from", record.reseeded_from || "—"],

@@ -34,6 +34,37 @@ async def check_attempts(factory: StoreFactory) -> None:
         expect(only == ["att_early", "att_tie", "att_unset"], f"filter gave {only}")
         await raises(AttemptNotFoundError, "unknown", store.get_attempt("c1", "missing"))
 
+    # What a request carried: nested settings, digests, the context and what was sent.
+    wire = AttemptRecord(
+        "m3",
+        "att_wire",
+        started_at=40.0,
+        model="gpt-4o",
+        sampling={
+            "temperature": 0.2,
+            "reasoning": {"effort": "low", "summary": None},
+            "extra_body": {"flags": [1, "two", {"deep": True}]},
+            "extra_headers": {"X-Trace": "café ☕"},
+            "tool_choice": {"type": "function", "name": "lookup"},
+        },
+        included={"m0": 12, "m1": 7, "m3": 4},
+        sent=["m3"],
+        instructions="sha256:" + "a" * 64,
+        tools="sha256:" + "b" * 64,
+        request_digest="sha256:" + "c" * 64,
+        server_request_id="req_42",
+        status="complete",
+        invalidated_by="m9",
+        invalidated_at=50.5,
+        replay_of="att_early",
+    )
+    async with opened(factory) as store:
+        await store.create_conversation("c2", strategy="conversation")
+        await store.put_attempt("c2", wire)
+        back = await store.get_attempt("c2", "att_wire")
+        expect(back.to_dict() == wire.to_dict(), "a record's request details changed")
+        expect(list(back.included) == ["m0", "m1", "m3"], "the context lost its order")
+
 
 async def check_run_states(factory: StoreFactory) -> None:
     """A paused attempt's run round-trips as text, is replaced, forgotten, and kept apart."""

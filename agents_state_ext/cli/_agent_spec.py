@@ -1,0 +1,52 @@
+"""``chat --agent module:attr``: the user's own agent, and the model it talks to."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+from agents import Agent, Model, OpenAIResponsesModel
+
+__all__ = ["bind_model", "load_agent"]
+
+
+def load_agent(spec: str) -> Agent[Any]:
+    """The ``Agent`` named by ``module:attr`` (``attr`` may be dotted, or a no-argument factory).
+
+    The current directory is importable, as for ``python -m``. Every failure is a
+    ``click.BadParameter`` that says what was wrong.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise click.BadParameter(f"expected MODULE:ATTR (e.g. myapp.agents:triage), got {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise click.BadParameter(f"{module_name!r} has no attribute {attr!r}") from None
+    if callable(value) and not isinstance(value, Agent):
+        value = value()
+    if not isinstance(value, Agent):
+        raise click.BadParameter(f"{spec} is a {type(value).__name__}, not an agents.Agent")
+    return value
+
+
+def bind_model(agent: Agent[Any], model: str, client: Any) -> Agent[Any]:
+    """``agent`` answering through ``client``, unless it carries its own ``Model`` instance.
+
+    A model given by name (or none: ``model``) becomes a Responses model on ``client``, so the
+    chat's requests and its server-side bookkeeping go to the same place.
+    """
+    if isinstance(agent.model, Model):
+        return agent
+    name = agent.model if isinstance(agent.model, str) and agent.model else model
+    return agent.clone(model=OpenAIResponsesModel(model=name, openai_client=client))
