@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from .attempts import AttemptDiff, AttemptRecord, explain
+from ._attempts import AttemptDiff, AttemptRecord, explain
+from ._compaction import CompactionResult
+from ._context import ContextIndex, ContextSelection, select_context
+from ._filters import tracked_input_filter
+from ._graph import ConversationGraph
+from ._handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
+from ._model import TrackedModel, TrackedModelProvider
+from ._nodes import Node
+from ._repairs import (
+    INTERRUPTED_TOOL_OUTPUT,
+    InterruptedToolCallWarning,
+    OpenCallsPolicy,
+    ToolCallRepair,
+)
+from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._state import ConversationState, ServerConversationState
+from ._tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
+from ._tracker import ServerConversationTracker
+from ._validation import validate_run_settings
 from .chat import (
     Attempt,
     Conversation,
@@ -13,8 +31,6 @@ from .chat import (
     ReplayReport,
     open_conversation,
 )
-from .compaction import CompactionResult
-from .context import ContextIndex, ContextSelection, select_context
 from .errors import (
     ApprovalPendingError,
     AttemptNotFoundError,
@@ -41,23 +57,7 @@ from .errors import (
     StoreError,
     TokenizerUnavailableError,
 )
-from .filters import tracked_input_filter
-from .graph import ConversationGraph
-from .handoffs import HandoffDowngrade, NestedHistoryDisabledWarning, guard_handoffs
-from .model import TrackedModel, TrackedModelProvider
-from .nodes import Node
-from .repairs import (
-    INTERRUPTED_TOOL_OUTPUT,
-    InterruptedToolCallWarning,
-    OpenCallsPolicy,
-    ToolCallRepair,
-)
-from .run import PartialOutput, RunLifecycle, SentRequest
-from .state import ConversationState, ServerConversationState
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
-from .tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
-from .tracker import ServerConversationTracker
-from .validation import validate_run_settings
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 

@@ -18,7 +18,7 @@ from agents.items import ItemHelpers
 from agents.tool import FunctionTool
 from openai.types.responses import ResponseFunctionToolCall
 
-from .run import RunLifecycle
+from ._run import RunLifecycle
 
 __all__ = ["ToolOutputHooks"]
 

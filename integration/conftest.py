@@ -67,7 +67,7 @@ async def mock() -> AsyncIterator[MockResponsesAPI]:
 @pytest.fixture(autouse=True)
 def no_secret_in_any_envelope(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every envelope the suite writes is checked: no API key (the mock's clients use sk-…)."""
-    from agents_state_ext import persistence
+    from agents_state_ext import _persistence as persistence
 
     written: list[str] = []
     real = persistence.dump_state

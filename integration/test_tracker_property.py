@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents_state_ext import ServerConversationTracker
-from agents_state_ext.reconcile import reconcile_conversation
+from agents_state_ext._reconcile import reconcile_conversation
 from agents_state_ext.testing import Fault, MockResponsesAPI
 
 from ._support import texts

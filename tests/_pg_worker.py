@@ -20,10 +20,10 @@ import sys
 import time
 from typing import Any
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import ConcurrentUpdateError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
 from agents_state_ext.stores.postgres import PostgresStore
 
 COUNTER = "counter"

@@ -23,10 +23,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import ConcurrentUpdateError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
 from agents_state_ext.stores.redis import RedisStore
 
 BARRIER_TIMEOUT = 120  # seconds; only a guard against a test that died before releasing us

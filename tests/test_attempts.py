@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agents_state_ext.attempts import AttemptDiff, AttemptRecord, explain
+from agents_state_ext._attempts import AttemptDiff, AttemptRecord, explain
 
 
 def record(**changes: object) -> AttemptRecord:

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_state_ext.context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._graph import ConversationGraph, InvalidTargetError
+from agents_state_ext._nodes import Node
+from agents_state_ext._tokens import TokenCounter, item_texts
 from agents_state_ext.errors import ContextOverflowError, InvalidTransitionError
-from agents_state_ext.graph import ConversationGraph, InvalidTargetError
-from agents_state_ext.nodes import Node
 from agents_state_ext.testing.tokens import FixedTokenCounter
-from agents_state_ext.tokens import TokenCounter, item_texts
 
 FINISHED = ("complete", "cancelled", "failed")
 IN_FLIGHT = ("queued", "streaming")

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from agents_state_ext import SQLiteStore
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
 from agents_state_ext.chat.reseed import previous_response_lost
 from agents_state_ext.errors import PreviousResponseNotFoundError
 

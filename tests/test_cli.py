@@ -198,8 +198,8 @@ def build_db(path: Path, *, chats: int = 2, broken: bool = False) -> Path:
     """
     import asyncio
 
-    from agents_state_ext.attempts import AttemptRecord
-    from agents_state_ext.graph import ConversationGraph
+    from agents_state_ext._attempts import AttemptRecord
+    from agents_state_ext._graph import ConversationGraph
     from agents_state_ext.stores import SQLiteStore
 
     async def fill() -> None:

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_state_ext.context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._nodes import NODE_STATUSES, Node
+from agents_state_ext._tokens import TokenCounter
 from agents_state_ext.errors import ContextOverflowError, GraphError
-from agents_state_ext.nodes import NODE_STATUSES, Node
 from agents_state_ext.testing.tokens import FixedTokenCounter
-from agents_state_ext.tokens import TokenCounter
 
 Spec = tuple[str, str, str, int]  # id, role, status, tokens
 

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_state_ext.context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._context import ContextIndex, ContextSelection, select_context
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import GraphError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
 from agents_state_ext.testing.tokens import FixedTokenCounter
 
 

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_state_ext.errors import GraphError, NodeNotFoundError
-from agents_state_ext.graph import (
+from agents_state_ext._graph import (
     GRAPH_VERSION,
     ConversationGraph,
     InvalidTargetError,
     InvalidTransitionError,
     default_id_factory,
 )
-from agents_state_ext.nodes import Node
+from agents_state_ext._nodes import Node
+from agents_state_ext.errors import GraphError, NodeNotFoundError
 
 
 def make_graph() -> ConversationGraph:

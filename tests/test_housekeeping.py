@@ -10,11 +10,11 @@ import httpx2
 import openai
 import pytest
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._housekeeping import DeleteReport, delete_conversation, server_objects
 from agents_state_ext.chat.forks import ServerConversations
 from agents_state_ext.errors import ConversationNotFoundError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.housekeeping import DeleteReport, delete_conversation, server_objects
 from agents_state_ext.stores import InMemoryStore
 from agents_state_ext.testing import MockResponsesAPI, Reply
 

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from _backends import BACKENDS
 
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import ConcurrentUpdateError, FencedOutError, StoreError
-from agents_state_ext.nodes import Node
 from agents_state_ext.server.leases import (
     ConversationBusyError,
     HeldLease,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from _backends import BACKENDS
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import ConcurrentUpdateError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
 from agents_state_ext.server.leases import ConversationBusyError, LeaseManager
 from agents_state_ext.server.recovery import close_interrupted
 from agents_state_ext.stores import ConversationStore, InMemoryStore

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from _backends import BACKENDS, postgres_cleanup, redis_cleanup, sqlite_file_factory
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import ConcurrentUpdateError, FencedOutError, StoreError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node
 from agents_state_ext.stores import ConversationStore, Fence, InMemoryStore, LedgerRecord
 from agents_state_ext.stores.conformance import (
     CHECKS,

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from _backends import postgres_cleanup, postgres_url, unique_name
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node, Role
 from agents_state_ext.errors import ConcurrentUpdateError, StoreError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node, Role
 
 pytestmark = pytest.mark.anyio
 

@@ -23,15 +23,15 @@ pytest.importorskip("redis")
 import redis.asyncio as aioredis
 from _backends import redis_cleanup, redis_url, unique_name
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node, Role
 from agents_state_ext.errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
     NodeNotFoundError,
     StoreError,
 )
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node, Role
 from agents_state_ext.stores.base import (
     AttemptNotFoundError,
     ConversationStore,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
+from agents_state_ext._nodes import Node, Role
 from agents_state_ext.errors import StoreError
-from agents_state_ext.graph import ConversationGraph
-from agents_state_ext.nodes import Node, Role
 from agents_state_ext.stores import SQLiteStore, sqlite
 from agents_state_ext.stores.conformance import sample_graph
 

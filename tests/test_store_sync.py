@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._nodes import Node
 from agents_state_ext.errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
     NodeNotFoundError,
     StoreError,
 )
-from agents_state_ext.nodes import Node
 from agents_state_ext.stores import InMemoryStore, SQLiteStore, SyncStore
 from agents_state_ext.stores.conformance import sample_graph
 

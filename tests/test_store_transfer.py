@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from _backends import BACKENDS
 
-from agents_state_ext.attempts import AttemptRecord
+from agents_state_ext._attempts import AttemptRecord
+from agents_state_ext._graph import ConversationGraph
 from agents_state_ext.errors import ConversationNotFoundError, StateBlobError, StoreError
-from agents_state_ext.graph import ConversationGraph
 from agents_state_ext.stores import ConversationStore, InMemoryStore
 from agents_state_ext.stores.base import LedgerStore, TokenCountStore
 from agents_state_ext.stores.transfer import export_conversation, import_conversation

@@ -17,12 +17,10 @@ import pytest
 import tiktoken.load
 from tiktoken_ext import openai_public
 
-from agents_state_ext import tokens
-from agents_state_ext.context import ContextIndex, select_context
-from agents_state_ext.errors import TokenizerUnavailableError
-from agents_state_ext.nodes import Node
-from agents_state_ext.testing.tokens import FixedTokenCounter
-from agents_state_ext.tokens import (
+from agents_state_ext import _tokens as tokens
+from agents_state_ext._context import ContextIndex, select_context
+from agents_state_ext._nodes import Node
+from agents_state_ext._tokens import (
     ENCODING_HASHES,
     TOKENS_PER_MESSAGE,
     TOKENS_PER_NAME,
@@ -31,6 +29,8 @@ from agents_state_ext.tokens import (
     encoding_for_model,
     load_encoding,
 )
+from agents_state_ext.errors import TokenizerUnavailableError
+from agents_state_ext.testing.tokens import FixedTokenCounter
 
 # Written out here, independently of the code under test, from tiktoken_ext/openai_public.py.
 KNOWN_HASHES = {

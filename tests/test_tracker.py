@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agents_state_ext import StateBlobError
-from agents_state_ext.tracker import ServerConversationTracker
+from agents_state_ext._tracker import ServerConversationTracker
 
 
 def user(text: str) -> dict[str, Any]:

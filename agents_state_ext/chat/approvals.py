@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from agents import RunState
 
+from .._nodes import Node
 from ..errors import ApprovalPendingError, InvalidTargetError
-from ..nodes import Node
 
 __all__ = [
     "Decision",

@@ -13,10 +13,10 @@ from agents.items import RunItem, ToolCallItem, ToolCallOutputItem
 from agents.result import RunResultBase, RunResultStreaming
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
-from ..attempts import AttemptRecord
-from ..model import RequestTap
-from ..nodes import Node, NodeStatus
-from ..state import ConversationState
+from .._attempts import AttemptRecord
+from .._model import RequestTap
+from .._nodes import Node, NodeStatus
+from .._state import ConversationState
 from .approvals import PendingApproval, read_approvals
 from .plan import Plan
 from .records import define_context, note_requests, recorded

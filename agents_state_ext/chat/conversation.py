@@ -46,8 +46,12 @@ from typing import Any
 from agents import Agent, ModelSettings
 from agents.result import RunResultBase
 
-from ..attempts import AttemptDiff, AttemptRecord
-from ..context import ContextIndex
+from .._attempts import AttemptDiff, AttemptRecord
+from .._context import ContextIndex
+from .._graph import ConversationGraph
+from .._nodes import Node
+from .._state import ConversationState, StrategyName
+from .._tokens import MessageCounter, TokenCounter
 from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
@@ -55,11 +59,7 @@ from ..errors import (
     EmptyMessageError,
     InvalidTransitionError,
 )
-from ..graph import ConversationGraph
-from ..nodes import Node
-from ..state import ConversationState, StrategyName
 from ..stores import ConversationStore
-from ..tokens import MessageCounter, TokenCounter
 from .approvals import PendingApproval, read_approvals
 from .attempt import Attempt
 from .counts import save_counts

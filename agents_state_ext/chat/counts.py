@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..nodes import Node
+from .._nodes import Node
+from .._tokens import MessageCounter, TokenCounter
 from ..stores import ConversationStore, TokenCountStore
-from ..tokens import MessageCounter, TokenCounter
 
 __all__ = ["load_counts", "save_counts"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._items import content_text
+from .._nodes import Node
 from ..errors import ConversationForkError
-from ..nodes import Node
 from ..stores.base import ConversationStore
 from .guard import WriteGuard, fence_args
 from .plan import Plan

@@ -7,11 +7,11 @@ from typing import Any, get_args
 
 from agents import Agent
 
+from .._graph import default_id_factory
+from .._state import StrategyName
+from .._tokens import MessageCounter
 from ..errors import ConversationNotFoundError, MixedStateOwnerError
-from ..graph import default_id_factory
-from ..state import StrategyName
 from ..stores import ConversationStore
-from ..tokens import MessageCounter
 from .conversation import Conversation
 from .counts import load_counts
 from .forks import ServerConversations

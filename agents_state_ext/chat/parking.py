@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from agents.result import RunResultBase
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._nodes import Node
+from .._state import ConversationState
 from ..errors import ApprovalPendingError, InvalidTransitionError
-from ..nodes import Node
-from ..state import ConversationState
 from .approvals import (
     Decision,
     PendingApproval,

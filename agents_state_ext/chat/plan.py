@@ -24,11 +24,11 @@ from agents import ModelSettings
 from agents.models.interface import Model
 from pydantic import TypeAdapter
 
-from ..attempts import AttemptDiff, AttemptRecord, explain
-from ..context import ContextIndex, select_context
+from .._attempts import AttemptDiff, AttemptRecord, explain
+from .._context import ContextIndex, select_context
+from .._nodes import Node
+from .._tokens import MessageCounter
 from ..errors import ContextOverflowError, GraphError
-from ..nodes import Node
-from ..tokens import MessageCounter
 
 if TYPE_CHECKING:
     from .attempt import Attempt

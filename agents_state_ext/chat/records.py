@@ -12,12 +12,12 @@ from agents.models import get_default_model
 from agents.models.interface import Model
 from agents.result import RunResultBase
 
-from ..attempts import AttemptDiff, AttemptRecord, explain, part_digest
-from ..binding import copy_agent_graph
+from .._attempts import AttemptDiff, AttemptRecord, explain, part_digest
+from .._binding import copy_agent_graph
+from .._model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
+from .._nodes import Node
+from .._state import ConversationState
 from ..errors import AttemptNotFoundError
-from ..model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
-from ..nodes import Node
-from ..state import ConversationState
 from ..types import AttemptStatus
 
 if TYPE_CHECKING:

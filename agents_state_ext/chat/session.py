@@ -45,10 +45,10 @@ import agents
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._nodes import Node
+from .._state import ConversationState
 from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransitionError
-from ..nodes import Node
-from ..state import ConversationState
 from ..types import AttemptStatus
 from .approvals import PendingApproval, open_calls, read_approvals, undecided
 from .plan import selected, with_history

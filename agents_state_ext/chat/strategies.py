@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agents import RunConfig, RunState
 
 from .. import _compat
+from .._nodes import Node
+from .._state import ConversationState, StrategyName
 from ..errors import FencedOutError, GraphError, MixedStateOwnerError
-from ..nodes import Node
-from ..state import ConversationState, StrategyName
 from .forks import ServerConversations, place, update_stored
 from .plan import Plan, chained, nearest_complete_assistant, selected, with_history
 from .reseed import previous_response_lost

@@ -30,10 +30,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from ..stores import ConversationStore
 from ..types import AttemptStatus
 from .guard import fence_args

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from openai import APIConnectionError, APITimeoutError
 
+from .._nodes import Node
 from ..errors import InvalidTargetError, NodeNotFoundError
-from ..nodes import Node
 
 __all__ = ["describe_error", "pick", "reference", "short_ids", "status_text"]
 

@@ -21,11 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._items import content_text
+from .._state import StrategyName
+from .._tokens import TokenCounter
 from ..chat import Attempt, Conversation, open_conversation
 from ..errors import ContextOverflowError
-from ..state import StrategyName
 from ..stores import SQLiteStore
-from ..tokens import TokenCounter
 from .render import attempt_line, graph_tree, make_console, short, wire_line
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
 from ..errors import ConversationNotFoundError
-from ..graph import ConversationGraph
 from ..stores import ConversationStore
 from .render import attempts_table, graph_tree, make_console
 

@@ -11,12 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
 from .._items import content_text
-from ..attempts import AttemptRecord
+from .._nodes import Node
 from ..chat.approvals import PendingApproval
 from ..errors import NodeNotFoundError
-from ..graph import ConversationGraph
-from ..nodes import Node
 
 __all__ = [
     "attempt_line",

@@ -104,7 +104,7 @@ def delete(store: str, conversation: str, server: bool) -> None:
     With --server, the OpenAI objects it created go first; ones already gone are fine, and a
     failure leaves the store untouched, so running the command again finishes the job.
     """
-    from ..housekeeping import delete_conversation
+    from .._housekeeping import delete_conversation
 
     client = server_client() if server else None
 

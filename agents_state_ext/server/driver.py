@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
 from ..chat import Attempt, Conversation
 from ..chat.attempt import AttemptEvent
 from ..stores import ConversationStore

@@ -14,10 +14,10 @@ from agents import Agent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .._housekeeping import delete_conversation
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
 from ..errors import ConversationNotFoundError
-from ..housekeeping import delete_conversation
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
 from .body import read_body

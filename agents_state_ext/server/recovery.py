@@ -19,12 +19,12 @@ import copy
 import time
 from collections.abc import Callable
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..chat.forks import ServerConversations, update_stored
 from ..chat.guard import WriteGuard, fence_args
 from ..errors import ConcurrentUpdateError, FencedOutError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from ..stores.base import ConversationStore
 
 __all__ = ["IN_FLIGHT", "close_interrupted"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..attempts import AttemptDiff
+from .._attempts import AttemptDiff
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..chat import Conversation
-from ..graph import ConversationGraph
-from ..nodes import Node
 
 __all__ = ["conversation_view", "diff_view", "node_view", "tree_view"]
 

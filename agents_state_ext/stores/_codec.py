@@ -7,7 +7,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
@@ -16,8 +18,6 @@ from ..errors import (
     NodeNotFoundError,
     StoreError,
 )
-from ..graph import ConversationGraph
-from ..nodes import Node
 
 __all__ = [
     "NodeRow",

@@ -25,9 +25,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._nodes import Node
 from ..errors import StoreError
-from ..nodes import Node
 from . import _codec
 
 __all__ = [

@@ -33,15 +33,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import AttemptNotFoundError
-from ..graph import ConversationGraph
-from ..nodes import Node
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
 
-    from ..state import ConversationState
+    from .._state import ConversationState
     from .held import HeldState
 
 __all__ = [

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from .._state import ConversationState
 from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreError
-from ..state import ConversationState
 from .base import LedgerStore
 
 __all__ = ["HeldState"]

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from . import _codec
 from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 

@@ -39,10 +39,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "PostgresStore needs psycopg 3 and psycopg-pool: pip install 'agents-state-ext[postgres]'"
     ) from exc
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from . import _codec
 from ._postgres_pool import open_pool, pooled
 from ._postgres_schema import (

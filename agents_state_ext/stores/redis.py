@@ -54,10 +54,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from . import _codec
 from ._redis_link import RedisLink, open_client, redact
 from ._redis_scripts import (

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from . import _codec
 from ._sqlite_schema import (
     MIGRATIONS,

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
 from ..errors import StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
 from .base import (
     ConversationInfo,
     ConversationStore,

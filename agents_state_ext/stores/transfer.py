@@ -21,11 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..attempts import AttemptRecord
+from .._attempts import AttemptRecord
+from .._graph import ConversationGraph
+from .._nodes import Node
+from .._tokens import ENCODING_HASHES
 from ..errors import ConversationNotFoundError, GraphError, StateBlobError, StoreError
-from ..graph import ConversationGraph
-from ..nodes import Node
-from ..tokens import ENCODING_HASHES
 from . import _codec
 from .base import ConversationStore, LedgerStore, TokenCountStore
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..tokens import item_texts
+from .._tokens import item_texts
 
 __all__ = ["FixedTokenCounter"]
 
 
 class FixedTokenCounter:
-    """Stands in for :class:`~agents_state_ext.tokens.TokenCounter` with counts a test can predict.
+    """Stands in for :class:`~agents_state_ext.TokenCounter` with counts a test can predict.
 
     * ``FixedTokenCounter(10)``: every message costs 10 tokens, whatever its items.
     * ``FixedTokenCounter({"u1": 5, "a1": 7})``: a message costs the number given for its id;
@@ -19,7 +19,7 @@ class FixedTokenCounter:
     * ``FixedTokenCounter()``: a message costs its word count.
 
     A word count is ``len(text.split())`` summed over the texts
-    :func:`~agents_state_ext.tokens.item_texts` extracts (the role of a message included),
+    :func:`~agents_state_ext._tokens.item_texts` extracts (the role of a message included),
     with no framing. ``count_items`` and ``count_text`` have no id to look up, so they return
     the fixed number if one was given, else the word count. ``calls`` lists the message ids
     passed to ``count``, in order, for asserting what was counted.

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from ...graph import ConversationGraph
-from ...nodes import Node, Role
+from ..._graph import ConversationGraph
+from ..._nodes import Node, Role
 from ..base import ConversationStore, LedgerStore, TokenCountStore
 
 StoreFactory = Callable[[], Awaitable[ConversationStore]]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ...attempts import AttemptRecord
+from ..._attempts import AttemptRecord
+from ..._nodes import Node
 from ...errors import ConcurrentUpdateError, ConversationNotFoundError, NodeNotFoundError
-from ...nodes import Node
 from ..base import AttemptNotFoundError
 from ._support import StoreFactory, expect, opened, raises, sample_graph, store_sample
 

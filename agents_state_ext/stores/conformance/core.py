@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...attempts import AttemptRecord
+from ..._attempts import AttemptRecord
+from ..._nodes import Node
 from ...errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
     NodeNotFoundError,
     StoreError,
 )
-from ...nodes import Node
 from ..base import AttemptNotFoundError, ConversationStore
 from ._support import (
     BAD_IDS,

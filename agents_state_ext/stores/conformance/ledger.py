@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...attempts import AttemptRecord
+from ..._attempts import AttemptRecord
+from ..._nodes import Node
 from ...errors import ConcurrentUpdateError, FencedOutError, StoreError
-from ...nodes import Node
 from ..base import Fence, LedgerStore
 from ._support import BAD_IDS, StoreFactory, capable, expect, raises, straight_path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...attempts import AttemptRecord
+from ..._attempts import AttemptRecord
 from ...errors import StoreError
 from ..base import AttemptNotFoundError
 from ._support import StoreFactory, expect, opened, raises

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._items import content_text, item_to_dict
+from ._reconcile import reconcile_conversation
 from .errors import (
     IncompleteHistoryError,
     MixedStateOwnerError,
@@ -21,14 +22,13 @@ from .errors import (
     PreviousResponseNotFoundError,
     RunInProgressError,
 )
-from .reconcile import reconcile_conversation
 from .types import CompactionMode
 
 if TYPE_CHECKING:
     from agents.memory import Session
 
-    from .state import ConversationState
-    from .tracker import ServerConversationTracker
+    from ._state import ConversationState
+    from ._tracker import ServerConversationTracker
 
 __all__ = ["CompactionMode", "CompactionResult", "compact_state"]
 

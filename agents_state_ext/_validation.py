@@ -11,11 +11,11 @@ from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 
 from . import _compat
 from ._items import keys
+from ._model import TrackedModel
 from .errors import MixedStateOwnerError
-from .model import TrackedModel
 
 if TYPE_CHECKING:
-    from .state import ConversationState
+    from ._state import ConversationState
 
 __all__ = ["validate_run_settings"]
 

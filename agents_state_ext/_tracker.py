@@ -13,8 +13,7 @@ from ._items import ItemKeys, call_of, item_to_dict
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
-from .errors import OpenToolCallsError, StateBlobError
-from .repairs import (
+from ._repairs import (
     INTERRUPTED_TOOL_OUTPUT,
     TEXT_OUTPUTS,
     InterruptedToolCallWarning,
@@ -22,6 +21,7 @@ from .repairs import (
     ToolCallRepair,
     closure,
 )
+from .errors import OpenToolCallsError, StateBlobError
 from .types import ServerStrategyName
 
 __all__ = ["ServerConversationTracker"]

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 from agents import Agent, RunState
 
 from . import _compat
-from .envelope import LEDGER_FORMAT, open_envelope, seal_envelope
+from ._envelope import LEDGER_FORMAT, open_envelope, seal_envelope
+from ._run import PartialOutput
+from ._tracker import ServerConversationTracker
 from .errors import MixedStateOwnerError, StateBlobError
-from .run import PartialOutput
-from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .state import ConversationState, ServerConversationState
+    from ._state import ConversationState, ServerConversationState
 
 __all__ = ["dump_ledger", "dump_state", "load_ledger", "load_state", "run_state_json"]
 

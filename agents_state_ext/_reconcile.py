@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._items import content_text, item_to_dict
-from .tracker import ServerConversationTracker
+from ._tracker import ServerConversationTracker
 
 __all__ = ["reconcile_conversation"]
 

@@ -13,19 +13,19 @@ from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 from openai import AsyncOpenAI
 
-from . import _compat, persistence
+from . import _compat, _persistence
+from ._binding import bind_agent, keep_session_history, session_graph
+from ._compaction import CompactionMode, CompactionResult, compact_state
+from ._filters import tracked_input_filter
+from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
+from ._model import TrackedModel, TrackedModelProvider
+from ._repairs import OpenCallsPolicy, ToolCallRepair
+from ._run import PartialOutput, RunLifecycle, SentRequest
 from ._tool_hooks import ToolOutputHooks
-from .binding import bind_agent, keep_session_history, session_graph
-from .compaction import CompactionMode, CompactionResult, compact_state
+from ._tracker import ServerConversationTracker
+from ._validation import validate_run_settings, walk_agents
 from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
-from .filters import tracked_input_filter
-from .handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
-from .model import TrackedModel, TrackedModelProvider
-from .repairs import OpenCallsPolicy, ToolCallRepair
-from .run import PartialOutput, RunLifecycle, SentRequest
-from .tracker import ServerConversationTracker
 from .types import StrategyName
-from .validation import validate_run_settings, walk_agents
 
 __all__ = ["ConversationState", "StrategyName"]
 
@@ -168,7 +168,7 @@ class ConversationState:
     def requests(self) -> list[SentRequest]:
         """The newest requests the ledger sent, exactly as sent, oldest first.
 
-        The newest ``agents_state_ext.model.REQUEST_HISTORY`` (100) are kept, so a long
+        The newest 100 are kept, so a long
         conversation does not hold every request it ever made.
         """
         return list(self._lifecycle.requests) if self._lifecycle is not None else []
@@ -452,7 +452,7 @@ class ConversationState:
         ``key`` it is signed (HMAC-SHA256) so :meth:`loads` rejects a changed blob. No API key
         is written.
         """
-        return persistence.dump_state(
+        return _persistence.dump_state(
             self, result_or_run_state, key=key, context_serializer=context_serializer
         )
 
@@ -474,7 +474,7 @@ class ConversationState:
         returned RunState is already bound to the restored ledger. A session conversation
         needs its ``session`` again.
         """
-        return await persistence.load_state(
+        return await _persistence.load_state(
             cls, agent, blob, key=key, session=session, client=client,
             context_deserializer=context_deserializer,
         )  # fmt: skip
@@ -487,7 +487,7 @@ class ConversationState:
         kept as maybe-accepted (conversation) or pending (previous_response), exactly as in
         :meth:`dumps`. Replay and session conversations keep no ledger: ``ValueError``.
         """
-        return persistence.dump_ledger(self, key=key)
+        return _persistence.dump_ledger(self, key=key)
 
     @classmethod
     def loads_ledger(
@@ -502,7 +502,7 @@ class ConversationState:
         A malformed, tampered (with ``key``) or newer blob raises
         :class:`~agents_state_ext.StateBlobError`. ``client`` is as for :meth:`conversation`.
         """
-        return persistence.load_ledger(cls, blob, key=key, client=client)
+        return _persistence.load_ledger(cls, blob, key=key, client=client)
 
     def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
         # Only an input guardrail can undo a run (see run()); without one, skip the copy,

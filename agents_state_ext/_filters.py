@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
+from ._model import TrackedModel
+from ._validation import validate_run_settings
 from .errors import HandoffFilterError, InputFilterError, MixedStateOwnerError
-from .model import TrackedModel
-from .validation import validate_run_settings
 
 if TYPE_CHECKING:
-    from .state import ConversationState
+    from ._state import ConversationState
 
 __all__ = ["tracked_input_filter"]
 
@@ -93,7 +93,7 @@ def _check_bound(agent: Any) -> None:
 
 
 def _check_handoffs(agent: Any, state: ConversationState) -> None:
-    from .handoffs import guard_handoffs
+    from ._handoffs import guard_handoffs
 
     # Handoffs bound by ConversationState already run with nesting off; any left is unbound.
     left = guard_handoffs(agent, state, warn=False)

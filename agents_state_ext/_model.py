@@ -1,6 +1,6 @@
 """The wrapping ``Model``: the one interception point where the ledger meets every model request.
 
-Streaming and non-streaming share :class:`~agents_state_ext.run.RequestCall`, so both paths
+Streaming and non-streaming share :class:`~agents_state_ext._run.RequestCall`, so both paths
 mark, acknowledge and rewind exactly the same way.
 
 :class:`RecordedModel` (and :class:`RecordedModelProvider`) sit right against the real model,
@@ -29,12 +29,12 @@ from openai.types.responses import (
 )
 
 from . import _compat
+from ._attempts import part_digest, request_digest
 from ._items import item_to_dict
+from ._run import REQUEST_HISTORY, PartialOutput, RequestCall, RunLifecycle, SentRequest
 from ._stored import completed_event, stored_response
-from .attempts import part_digest, request_digest
+from ._tracker import ServerConversationTracker
 from .errors import MixedStateOwnerError
-from .run import REQUEST_HISTORY, PartialOutput, RequestCall, RunLifecycle, SentRequest
-from .tracker import ServerConversationTracker
 
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase

@@ -20,10 +20,10 @@ from agents import RunState
 
 from . import _compat
 from ._items import item_to_dict
+from ._reconcile import reconcile_conversation
 from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
+from ._tracker import ServerConversationTracker
 from .errors import MixedStateOwnerError, PreviousResponseNotFoundError, RunInProgressError
-from .reconcile import reconcile_conversation
-from .tracker import ServerConversationTracker
 
 __all__ = [
     "REQUEST_HISTORY",

@@ -12,8 +12,8 @@ from agents import Agent, Handoff
 from agents.handoffs import HandoffInputData
 from agents.models.interface import Model
 
-from .model import TrackedModel
-from .run import RunLifecycle
+from ._model import TrackedModel
+from ._run import RunLifecycle
 
 __all__ = ["bind_agent", "copy_agent_graph", "keep_session_history"]
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agents import Agent, Handoff, RunConfig
 
+from ._validation import walk_agents
 from .errors import HandoffFilterError
-from .validation import walk_agents
 
 if TYPE_CHECKING:
-    from .state import ConversationState
+    from ._state import ConversationState
 
 __all__ = ["HandoffDowngrade", "NestedHistoryDisabledWarning", "guard_handoffs"]
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+from ._graph import ConversationGraph
+from ._nodes import Node
+from ._tokens import MessageCounter
 from .errors import ContextOverflowError, GraphError
-from .graph import ConversationGraph
-from .nodes import Node
-from .tokens import MessageCounter
 
 __all__ = ["ContextIndex", "ContextSelection", "select_context"]
 

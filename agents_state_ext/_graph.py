@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._items import copy_json
+from ._nodes import NODE_STATUSES, Node, NodeStatus, Role
 from .errors import GraphError, InvalidTargetError, InvalidTransitionError, NodeNotFoundError
-from .nodes import NODE_STATUSES, Node, NodeStatus, Role
 
 __all__ = [
     "GRAPH_VERSION",
