@@ -84,7 +84,8 @@ class AttemptRecord:
 
     ``request_id`` is the attempt's id for its request, sent as the ``X-Client-Request-Id``
     header; ``server_request_id`` is the ``x-request-id`` the server answered with.
-    ``replay_of`` is the attempt this one replays (``Conversation.replay``).
+    ``replay_of`` is the attempt this one replays (``Conversation.replay``). ``trace_id`` is
+    the id of the SDK trace the attempt ran in (``None`` with tracing off).
 
     ``status`` is ``queued`` while in flight, ``awaiting_approval`` while tool calls wait for
     a person, then ``complete``, ``cancelled`` or ``failed`` — kept after an edit made the
@@ -125,6 +126,7 @@ class AttemptRecord:
     invalidated_by: str | None = None
     invalidated_at: float | None = None
     replay_of: str | None = None
+    trace_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this record."""

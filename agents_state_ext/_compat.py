@@ -24,6 +24,8 @@ from agents.models import _retry_runtime, _run_context
 from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.result import RunResultStreaming
+from agents.run_internal import items as _run_items
+from agents.run_internal import oai_conversation as _oai_conversation
 from agents.run_internal import prompt_cache_key as _prompt_cache_key
 from openai import AsyncOpenAI
 
@@ -33,7 +35,9 @@ __all__ = [
     "PRIVATE_NAMES",
     "SDK_VERSION",
     "SUPPORTED_SDK",
+    "ModelHooks",
     "SDKContractError",
+    "cleanup_on_run_end",
     "contract_problems",
     "current_run_owner",
     "handoff_target",
@@ -42,6 +46,8 @@ __all__ = [
     "repair_turn_count",
     "run_state_ids",
     "run_state_is_chained",
+    "sdk_deduplicate_input_items",
+    "sdk_server_conversation_tracker",
     "stored_stream_exception",
     "supports_default_prompt_cache_key",
 ]
@@ -69,7 +75,8 @@ PRIVATE_NAMES: tuple[tuple[ModuleType | type, str], ...] = (
     (_run_context, "get_model_run_owner"),
     (_retry_runtime, "provider_managed_retries_disabled"),
     (_prompt_cache_key, "_model_supports_default_prompt_cache_key"),
-    (Model, "_cleanup_on_run_end"),  # overridden by TrackedModel (model.py)
+    (Model, "_cleanup_on_run_end"),  # called by the run loop; ModelHooks routes it
+    (OpenAIResponsesModel, "_supports_default_prompt_cache_key"),  # read by the resolver above
     (OpenAIResponsesModel, "_get_client"),
     (OpenAIChatCompletionsModel, "_get_client"),
     (RunResultStreaming, "_stored_exception"),
@@ -79,6 +86,9 @@ PRIVATE_NAMES: tuple[tuple[ModuleType | type, str], ...] = (
     (RunState, "_model_responses"),
     (RunState, "_current_turn"),
     (Handoff, "_agent_ref"),
+    # Only bench/ uses these two: the SDK's own ledger, the anchor the benchmarks compare with.
+    (_oai_conversation, "OpenAIServerConversationTracker"),
+    (_run_items, "deduplicate_input_items_preferring_latest"),
 )
 
 
@@ -210,3 +220,49 @@ def run_state_is_chained(run_state: RunState[Any]) -> bool:
     so its ``previous_response_id`` is where the SDK's own view of the chain stands."""
     value = _read(run_state, RunState, "_auto_previous_response_id")
     return _typed(value, bool, RunState, "_auto_previous_response_id")  # type: ignore[no-any-return]
+
+
+class ModelHooks:
+    """Base for the library's wrapping models: the two hooks the SDK calls by private name.
+
+    The run loop calls ``_cleanup_on_run_end(owner)`` on the model when a run ends, and the SDK's
+    prompt-cache-key resolver reads ``_supports_default_prompt_cache_key()``. A subclass
+    implements the public-named :meth:`release_run` and :meth:`sends_default_prompt_cache_key`
+    instead, so the private names stay in this module. List it before ``Model`` in the bases.
+    """
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        await self.release_run(owner)
+
+    def _supports_default_prompt_cache_key(self) -> bool:
+        return self.sends_default_prompt_cache_key()
+
+    async def release_run(self, owner: object) -> None:
+        """The SDK run ``owner`` ended: release what the model held for it."""
+        raise NotImplementedError
+
+    def sends_default_prompt_cache_key(self) -> bool:
+        """Whether the SDK should give this model its default ``prompt_cache_key``."""
+        raise NotImplementedError
+
+
+async def cleanup_on_run_end(model: Model, owner: object) -> None:
+    """Tell ``model`` (a wrapped one) that the SDK run ``owner`` ended, as the run loop would."""
+    hook = _read(model, Model, "_cleanup_on_run_end")
+    if not callable(hook):
+        raise _broken(_label(Model, "_cleanup_on_run_end"), "is not callable")
+    await hook(owner)
+
+
+def sdk_server_conversation_tracker() -> type:
+    """The SDK's own server-conversation ledger class (the benchmarks' anchor)."""
+    name = "OpenAIServerConversationTracker"
+    found = _read(_oai_conversation, _oai_conversation, name)
+    if not isinstance(found, type):
+        raise _broken(_label(_oai_conversation, name), "is not a class")
+    return found
+
+
+def sdk_deduplicate_input_items() -> Callable[..., Any]:
+    """The SDK's de-duplication of a turn's input (the run loop applies it before sending)."""
+    return _function(_run_items, "deduplicate_input_items_preferring_latest")

@@ -61,7 +61,7 @@ REQUEST_ID_HEADER = "X-Client-Request-Id"
 """The header an attempt's request id is sent in (the OpenAI API logs it with the request)."""
 
 
-class TrackedModel(Model):
+class TrackedModel(_compat.ModelHooks, Model):
     """Wraps any ``Model`` so the conversation's ledger sees and shapes every request.
 
     Ids that are not the ledger's own raise ``MixedStateOwnerError`` before any request; input
@@ -218,12 +218,13 @@ class TrackedModel(Model):
             return dataclasses.replace(advice, replay_safety="unsafe")
         return advice
 
-    async def _cleanup_on_run_end(self, owner: object) -> None:
+    async def release_run(self, owner: object) -> None:
+        """The SDK run ``owner`` ended: release its claim on the ledger, then the inner model's."""
         self.lifecycle.release(owner)
-        await self.inner._cleanup_on_run_end(owner)
+        await _compat.cleanup_on_run_end(self.inner, owner)
 
-    def _supports_default_prompt_cache_key(self) -> bool:
-        # The SDK's default key is new every run; _settings() sets one per conversation instead.
+    def sends_default_prompt_cache_key(self) -> bool:
+        """Never: the SDK's default key is new every run; one per conversation is set instead."""
         return False
 
     def _settings(self, settings: ModelSettings) -> ModelSettings:
@@ -508,7 +509,7 @@ def tools_digest(request: WireRequest) -> str | None:
     return part_digest(request.tools) if request.tools else None
 
 
-class RecordedModel(Model):
+class RecordedModel(_compat.ModelHooks, Model):
     """Wraps the real ``Model`` so one attempt's :class:`RequestTap` sees every request it sends.
 
     It changes one thing on the wire: the tap's request id goes out in the
@@ -588,10 +589,12 @@ class RecordedModel(Model):
         """The wrapped model's advice."""
         return self.inner.get_retry_advice(request)
 
-    async def _cleanup_on_run_end(self, owner: object) -> None:
-        await self.inner._cleanup_on_run_end(owner)
+    async def release_run(self, owner: object) -> None:
+        """The SDK run ``owner`` ended: the wrapped model's cleanup runs."""
+        await _compat.cleanup_on_run_end(self.inner, owner)
 
-    def _supports_default_prompt_cache_key(self) -> bool:
+    def sends_default_prompt_cache_key(self) -> bool:
+        """As the wrapped model would."""
         return _compat.supports_default_prompt_cache_key(self.inner)
 
     async def close(self) -> None:

@@ -21,7 +21,9 @@ from agents import RunState
 from . import _compat
 from ._items import item_to_dict
 from ._reconcile import reconcile_conversation
+from ._repairs import ToolCallRepair
 from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
+from ._tracing import repair_span
 from ._tracker import ServerConversationTracker
 from .errors import MixedStateOwnerError, PreviousResponseNotFoundError, RunInProgressError
 
@@ -100,6 +102,8 @@ class RunLifecycle:
         self._replaced: list[Any] = []
         self._call: RequestCall | None = None
         self._resumed: tuple[RunState[Any], set[str]] | None = None
+        self._reported: ToolCallRepair | None = None  # the newest repair already traced
+        self._mark_repairs_reported()
 
     async def checkpoint(self) -> None:
         """Run :attr:`checkpoint_hook`, if any."""
@@ -157,6 +161,8 @@ class RunLifecycle:
         if run is not None and not run.sent:
             self.tracker.hold(run.input)
         self.tracker.end_run()
+        # A guardrail's undo may have put back an earlier ledger, whose repairs are old news.
+        self._mark_repairs_reported()
 
     def snapshot(self) -> dict[str, Any]:
         """The ledger as :meth:`ServerConversationTracker.to_dict`, for a checkpoint now.
@@ -283,6 +289,7 @@ class RunLifecycle:
         """Mark ``items`` sent as one request; the returned call settles it exactly once."""
         if self._run is not None:
             self._run.sent = True
+        self._trace_repairs()
         if streamed:
             self.partial = PartialOutput()
         call = RequestCall(
@@ -290,6 +297,23 @@ class RunLifecycle:
         )
         self._call = call
         return call
+
+    def _mark_repairs_reported(self) -> None:
+        repairs = self.tracker.repairs
+        self._reported = repairs[-1] if repairs else None
+
+    def _trace_repairs(self) -> None:
+        """Show the open calls this request closes as a span in the run's trace."""
+        repairs = self.tracker.repairs
+        if not repairs or repairs[-1] is self._reported:
+            return
+        fresh = repairs
+        for index in range(len(repairs) - 1, -1, -1):
+            if repairs[index] is self._reported:
+                fresh = repairs[index + 1 :]
+                break
+        self._reported = repairs[-1]
+        repair_span(fresh)
 
     def decided(self) -> None:
         """The filter's batch went out; a later request decides afresh."""

@@ -5,7 +5,8 @@ fifth also carries a message), each tool output being the next request's input. 
 get the same pre-built objects, turn by turn in lockstep; in each turn the side that goes
 first alternates, so a turn is one interleaved pair.
 
-- SDK: ``OpenAIServerConversationTracker`` (private SDK code, imported by the benchmark only)
+- SDK: ``OpenAIServerConversationTracker`` (private SDK code,
+  reached through ``agents_state_ext._compat``)
   with the calls its 0.24 run loop makes per turn, in its order: ``prepare_input`` with the
   original input and the previous turn's new items (the whole ``generated_items`` when there
   are none, as on the first turn), the input de-duplication, ``validate_pending_input_filter``,
@@ -41,14 +42,17 @@ from agents.items import (
     ToolCallItem,
     ToolCallOutputItem,
 )
-from agents.run_internal.items import deduplicate_input_items_preferring_latest
-from agents.run_internal.oai_conversation import OpenAIServerConversationTracker
 from agents.usage import Usage
 
-from agents_state_ext import ConversationState, ServerConversationTracker
+from agents_state_ext import ConversationState, ServerConversationTracker, _compat
 
 from ._common import Pairs, Row, Section, fmt_ratio, fmt_seconds, fmt_spread, median
 from ._scripted import PROMPT, CannedModel, lookup_order, recording, response_output, tool_result
+
+# The SDK's own ledger and input de-duplication: private SDK code, reached (like every private
+# SDK name) only through agents_state_ext._compat, whose contract tests check it on each minor.
+OpenAIServerConversationTracker = _compat.sdk_server_conversation_tracker()
+deduplicate_input_items_preferring_latest = _compat.sdk_deduplicate_input_items()
 
 CHECKPOINTS = (50, 200, 800, 2_000)
 QUICK_CHECKPOINTS = (10, 40)

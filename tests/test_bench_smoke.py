@@ -121,7 +121,12 @@ def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
     assert "| part" in section.render()
 
 
-def test_entry_point_writes_json_and_the_page_table(tmp_path: Path) -> None:
+def test_entry_point_writes_json_and_the_page_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # main() turns tracing off through the environment (for the processes it starts): undone
+    # after the test, so later tests of this worker, and their child processes, trace again.
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     out = tmp_path / "latest.json"
     page = tmp_path / "performance.md"
     page.write_text(f"# Page\n\nkept\n\n{bench_main.BEGIN}\nold\n{bench_main.END}\n\nafter\n")

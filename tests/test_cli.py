@@ -409,7 +409,7 @@ def test_delete_server_deletes_the_stored_responses(
     assert json.loads(run("inspect", str(db), "--json").stdout)["conversations"] == []
 
 
-@pytest.mark.parametrize("command", ["inspect", "export", "import", "delete"])
+@pytest.mark.parametrize("command", ["inspect", "export", "import", "delete", "replay"])
 def test_every_store_command_has_help(command: str) -> None:
     result = run(command, "--help")
     assert result.exit_code == 0, result.stderr

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents.tracing import get_trace_provider, set_trace_provider
+from agents.tracing.provider import DefaultTraceProvider
 from click.testing import CliRunner, Result
 
 from agents_state_ext.cli import main
@@ -27,6 +29,7 @@ from agents_state_ext.cli import main
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="pseudo terminals are POSIX")
 
 OFFLINE = {"OPENAI_API_KEY": ""}
+TRACING_OFF = "OPENAI_AGENTS_DISABLE_TRACING"
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x01\x02]")
 _RECORD = re.compile(r"  ·\s+msg_\w+ (\w+)")
 
@@ -43,6 +46,10 @@ class Terminal:
         command = [sys.executable, "-m", "agents_state_ext", "chat", *args]
         environment = {**os.environ, "TERM": "xterm", "OPENAI_API_KEY": "", **(env or {})}
         environment.pop("NO_COLOR", None)
+        # The SDK's process-wide switch: whether the child traces is the child's to decide
+        # (offline or not), not something the test process happens to carry. Code run earlier
+        # in the same pytest worker sets it (bench's entry point does, and never unsets it).
+        environment.pop(TRACING_OFF, None)
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child
             if cwd is not None:
@@ -145,6 +152,22 @@ def shown(line: str) -> str:
 
 def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), input=input, env={**OFFLINE, **(env or {})})
+
+
+@pytest.fixture(autouse=True)
+def own_trace_provider() -> Iterator[None]:
+    """The in-process CLI sets the SDK's process-wide tracing: on a provider of its own.
+
+    ``chat`` offline turns tracing off for the process, and importing a user's agent module
+    may install its processors; a fresh provider (no processors: nothing is exported) takes
+    that, and the worker's own is put back afterwards for the tests that follow.
+    """
+    original = get_trace_provider()
+    set_trace_provider(DefaultTraceProvider())
+    try:
+        yield
+    finally:
+        set_trace_provider(original)
 
 
 def chats(db: Path) -> list[dict[str, Any]]:

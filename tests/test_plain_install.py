@@ -101,7 +101,7 @@ def test_the_blocker_blocks(tmp_path: Path) -> None:
 def test_help_and_version(tmp_path: Path) -> None:
     helped = python(CLI, "--help", cwd=tmp_path)
     assert helped.returncode == 0, helped.stderr
-    commands = ("demo", "chat", "inspect", "export", "import", "delete", "serve")
+    commands = ("demo", "chat", "inspect", "export", "import", "delete", "serve", "replay")
     assert all(command in helped.stdout for command in commands)
     version = python(CLI, "--version", cwd=tmp_path)
     assert version.returncode == 0, version.stderr

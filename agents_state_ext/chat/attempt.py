@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
@@ -11,15 +12,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents import Agent
 from agents.items import RunItem, ToolCallItem, ToolCallOutputItem
 from agents.result import RunResultBase, RunResultStreaming
+from agents.tracing import Trace, custom_span
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
 from .._attempts import AttemptRecord
 from .._model import RequestTap
 from .._nodes import Node, NodeStatus
 from .._state import ConversationState
+from .._tracing import RESEED_SPAN, attempt_trace
 from .approvals import PendingApproval, read_approvals
 from .plan import Plan
-from .records import define_context, note_requests, recorded
+from .records import define_context, note_requests, recorded, response_id
 
 if TYPE_CHECKING:
     from .conversation import Conversation
@@ -81,6 +84,9 @@ class Attempt:
     (``AttemptRecord.reseeded_from``). When another handle on the same chat moved the branch
     head meanwhile, the attempt is still stored in its final status, off the active branch,
     and awaiting it raises ``ConcurrentUpdateError`` (or its own error if it failed).
+
+    The attempt runs in one SDK trace of its own, named by ``AttemptRecord.trace_id`` from its
+    start on (see ``docs/attempts.md``, tracing).
     """
 
     def __init__(
@@ -261,7 +267,35 @@ class Attempt:
 
     # -- running -----------------------------------------------------------------------------
 
+    def _trace(self) -> Trace | None:
+        """The trace this attempt runs in (``None``: the app's own, or none); names it.
+
+        Grouped by the chat's id, with the message and attempt ids and the strategy in its
+        metadata; a resumed attempt goes on in the trace its record names.
+        """
+        chat = self._chat
+        metadata = {
+            "message_id": self.id,
+            "user_message_id": self.user_id,
+            "attempt_id": self.attempt_id,
+            "strategy": chat.strategy,
+        }
+        made, trace_id = attempt_trace(
+            chat.runner_kwargs.get("run_config"),
+            group_id=chat.id,
+            metadata=metadata,
+            trace_id=self.record.trace_id,
+        )
+        self.record.trace_id = trace_id
+        return made
+
     async def _drive(self) -> None:
+        # A resumed attempt learns its trace from its stored record (see _answer).
+        made = None if self.resumed else self._trace()
+        with made if made is not None else contextlib.nullcontext():
+            await self._attempt()
+
+    async def _attempt(self) -> None:
         chat = self._chat
         try:
             try:
@@ -298,7 +332,9 @@ class Attempt:
         chat = self._chat
         if self.paused_run is not None:
             state, run_state = await chat._parking.load(self, self.paused_run)
-            return await self._call_model(state, run_state), state
+            made = self._trace()
+            with made if made is not None else contextlib.nullcontext():
+                return await self._call_model(state, run_state), state
         strategy = chat._strategy
         state, input = await strategy.state(self)
         await define_context(chat, self)
@@ -310,10 +346,20 @@ class Attempt:
                 raise
         if self._stopping:  # stopped while the lost request was failing: send nothing more
             raise asyncio.CancelledError
-        await strategy.reseed(self, lost)
-        state, input = await strategy.state(self)
-        await define_context(chat, self)
-        return await self._call_model(state, input), state
+        data: dict[str, Any] = {
+            "old_cursor": lost,
+            "new_cursor": None,
+            "message_id": self.id,
+            "attempt_id": self.attempt_id,
+        }
+        with custom_span(RESEED_SPAN, data=data):
+            await strategy.reseed(self, lost)
+            data["seeded"] = list(self.record.included)
+            state, input = await strategy.state(self)
+            await define_context(chat, self)
+            result = await self._call_model(state, input)
+            data["new_cursor"] = response_id(result, state)
+        return result, state
 
     async def _call_model(self, state: ConversationState, input: Any) -> RunResultBase:
         if self._stopping:  # stopped before its request went out: send nothing

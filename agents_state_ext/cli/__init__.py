@@ -1,7 +1,8 @@
 """The ``agents-state-ext`` command line (Click + rich).
 
 ``demo`` and ``chat`` talk; ``inspect`` and ``export`` read a store (never changing it);
-``import`` and ``delete`` write one; ``serve`` runs the chat API over HTTP.
+``import`` and ``delete`` write one; ``replay`` sends a stored attempt's request again (a new
+attempt in the store); ``serve`` runs the chat API over HTTP.
 
 Bad input — a missing file, an unknown conversation or node id, a budget that is not a positive
 integer — prints one ``error: ...`` line to stderr and exits non-zero; never a traceback.
@@ -19,6 +20,7 @@ from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect import inspect
+from .replay import replay
 from .serve import serve
 from .transfer import delete, export, import_
 
@@ -73,6 +75,7 @@ def main() -> None:
 main.add_command(demo)
 main.add_command(chat)
 main.add_command(inspect)
+main.add_command(replay)
 main.add_command(export)
 main.add_command(import_)
 main.add_command(delete)

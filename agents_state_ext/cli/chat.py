@@ -44,7 +44,7 @@ from .render import make_console, pending_lines
 if TYPE_CHECKING:
     from ..testing import Reply, ResponseContext
 
-__all__ = ["chat", "parse_budget"]
+__all__ = ["chat", "chat_agent", "parse_budget", "sdk_logs_held"]
 
 
 def parse_budget(raw: str | None) -> int | None:
@@ -84,7 +84,7 @@ def _offline_reply(context: ResponseContext) -> Reply:
 
 
 @contextlib.asynccontextmanager
-async def _agent(
+async def chat_agent(
     offline: bool, model: str, spec: str | None
 ) -> AsyncIterator[tuple[Agent[Any], Any, str]]:
     """The agent (``--agent`` or the built-in one), its client and what it talks to."""
@@ -116,7 +116,7 @@ async def _agent(
         await client.close()
 
 
-class _SdkLog(logging.Handler):
+class SdkLog(logging.Handler):
     """Holds the SDK's and openai's log records, so none lands in the middle of an answer."""
 
     def __init__(self) -> None:
@@ -133,9 +133,9 @@ class _SdkLog(logging.Handler):
 
 
 @contextlib.contextmanager
-def _sdk_logs_held() -> Iterator[_SdkLog]:
-    """Route the ``openai`` loggers (the SDK logs as ``openai.agents``) to a :class:`_SdkLog`."""
-    handler, logger = _SdkLog(), logging.getLogger("openai")
+def sdk_logs_held() -> Iterator[SdkLog]:
+    """Route the ``openai`` loggers (the SDK logs as ``openai.agents``) to a :class:`SdkLog`."""
+    handler, logger = SdkLog(), logging.getLogger("openai")
     propagate = logger.propagate
     logger.addHandler(handler)
     logger.propagate = False
@@ -189,7 +189,7 @@ async def stream_answer(
     attempt: Attempt,
     lines: LineSource,
     stop_requests: asyncio.Event,
-    sdk_log: _SdkLog | None = None,
+    sdk_log: SdkLog | None = None,
 ) -> None:
     """Print the answer as it streams; stop it on ``/stop`` or Ctrl-C (``stop_requests``).
 
@@ -303,7 +303,7 @@ async def _repl(settings: _Settings, offline: bool) -> None:
     console = make_console()
     db, conversation_id = settings.db, settings.conversation_id
     store = SQLiteStore(db) if db is not None else InMemoryStore()
-    talker = _agent(offline, settings.model, settings.agent_spec)
+    talker = chat_agent(offline, settings.model, settings.agent_spec)
     async with store, talker as (agent, client, where):
         if conversation_id is not None:
             from .inspect import pick_conversation
@@ -330,7 +330,7 @@ async def _repl(settings: _Settings, offline: bool) -> None:
         stop_requests = asyncio.Event()
         interrupts = _Interrupts(loop, chat_, stop_requests)
         lines = open_lines(console, loop, interrupts.suspended)
-        with _sdk_logs_held() as sdk_log, interrupts:
+        with sdk_logs_held() as sdk_log, interrupts:
             commands = Commands(
                 console,
                 chat_,

@@ -57,6 +57,7 @@ async def check_attempts(factory: StoreFactory) -> None:
         invalidated_by="m9",
         invalidated_at=50.5,
         replay_of="att_early",
+        trace_id="trace_" + "0" * 32,
     )
     async with opened(factory) as store:
         await store.create_conversation("c2", strategy="conversation")
