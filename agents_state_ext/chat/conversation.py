@@ -487,7 +487,7 @@ class Conversation:
         if budget is not False:
             self._budget = None if budget is None or budget is True else budget
         try:
-            plan = self._strategy.plan(self.graph.path_to(str(node.parent_id)))
+            plan = self._strategy.plan(str(node.parent_id))
         finally:
             self._budget = kept
         record = self._new_record(

@@ -189,7 +189,7 @@ class Parking:
         blob = await chat.store.get_run_state(chat.id, record.attempt_id)
         if blob is None:
             raise InvalidTransitionError(f"attempt {node.id} {_ELSEWHERE}")
-        attempt.plan = chat._strategy.plan(chat.graph.path_to(str(node.parent_id)))
+        attempt.plan = chat._strategy.plan(str(node.parent_id))
         entries = [a.to_dict() for a in approvals]
         attempt.node = chat.graph.resume(node.id, meta={"approvals": entries})
         self.node_id = None

@@ -2,8 +2,8 @@
 
 The builders each strategy composes its plan from (see :mod:`.strategies`):
 
-- :func:`selected`: ``select_context`` over the active path within the budget (replay, and the
-  session strategy, whose history part :func:`with_history` hands to the SDK);
+- :func:`selected`: ``select_context`` over the chat's graph (or a path) within the budget
+  (replay, and the session strategy, whose history part :func:`with_history` hands to the SDK);
 - :func:`chained`: only the active user message (plus the system messages on a new chain),
   for a server that holds the branch up to the nearest *complete* assistant ancestor
   (:func:`nearest_complete_assistant`), so every branch has its own cursor and a cancelled or
@@ -26,6 +26,8 @@ from pydantic import TypeAdapter
 
 from .._attempts import AttemptDiff, AttemptRecord, explain
 from .._context import ContextIndex, select_context
+from .._graph import ConversationGraph
+from .._items import copy_json
 from .._nodes import Node
 from .._tokens import MessageCounter
 from ..errors import ContextOverflowError, GraphError
@@ -90,12 +92,17 @@ def nearest_complete_assistant(path: Sequence[Node]) -> Node | None:
 
 
 def _items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
-    return [copy.deepcopy(item) for node in nodes for item in node.items]
+    # Node items are JSON-shaped (the graph copies them in as such): copy_json is the cheap
+    # deep copy of exactly that.
+    return [copy_json(item) for node in nodes for item in node.items]
+
+
+_NOT_A_USER = "an attempt answers the active user message, which must end the path"
 
 
 def _checked(path: Sequence[Node]) -> Node:
     if not path or path[-1].role != "user":
-        raise GraphError("an attempt answers the active user message, which must end the path")
+        raise GraphError(_NOT_A_USER)
     return path[-1]
 
 
@@ -104,15 +111,28 @@ def _limit(budget: int | None) -> int:
 
 
 def selected(
-    path: Sequence[Node],
+    source: Sequence[Node] | ConversationGraph,
     *,
     budget: int | None,
     counter: MessageCounter,
     index: ContextIndex | None = None,
+    user_id: str | None = None,
 ) -> Plan:
-    """The budgeted selection of ``path`` (ending at the active user message), sent whole."""
-    _checked(path)
-    selection = select_context(path, budget=_limit(budget), counter=counter, index=index)
+    """The budgeted selection answering a user message, sent whole.
+
+    ``source`` is the chat's graph, answering ``user_id`` (default: the active leaf): with the
+    chat's ``index``, a build reads the graph's own active path and costs what it keeps, not
+    the history's length. Or a path ending at the user message (``user_id`` not given).
+    """
+    if isinstance(source, ConversationGraph):
+        user_id = source.active_leaf if user_id is None else user_id
+        if user_id is None or source.get(user_id).role != "user":
+            raise GraphError(_NOT_A_USER)
+    else:
+        _checked(source)
+    selection = select_context(
+        source, budget=_limit(budget), counter=counter, index=index, user_id=user_id
+    )
     return Plan(
         nodes=list(selection.nodes),
         input=_items(selection.nodes),
@@ -124,9 +144,13 @@ def selected(
 
 
 def with_history(plan: Plan) -> Plan:
-    """``plan`` split for a session: the history it hands the SDK, and the new user message."""
-    plan.history = _items(plan.nodes[:-1])
-    plan.input = _items(plan.nodes[-1:])
+    """``plan`` split for a session: the history it hands the SDK, and the new user message.
+
+    ``plan`` is as :func:`selected` built it: its ``input`` copies every selected item.
+    """
+    # plan.input is already a copy of every selected node's items: split it, no second copy.
+    cut = len(plan.input) - len(plan.nodes[-1].items) if plan.nodes else 0
+    plan.history, plan.input = plan.input[:cut], plan.input[cut:]
     return plan
 
 

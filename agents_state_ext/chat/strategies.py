@@ -60,8 +60,13 @@ class ChatStrategy(Protocol):
         """The strategy's name, stored with the chat."""
         ...
 
-    def plan(self, path: Sequence[Node]) -> Plan:
-        """What answering ``path[-1]`` (the active user message) sends, within the budget."""
+    def plan(self, user: str | Sequence[Node]) -> Plan:
+        """What answering a user message of the chat's graph sends, within the budget.
+
+        ``user`` is its id, or the branch from the root to it (``graph.path_to``). With the
+        id, the budgeted selection reads the graph's own active path (no copy), so replay
+        and session plans cost what they keep, not the history's length.
+        """
         ...
 
     def cursor(self, path: Sequence[Node]) -> str | None:
@@ -121,9 +126,20 @@ class _Strategy:
         self._chat = chat
         self._cache_key = str(meta.get("prompt_cache_key") or f"agents-state-ext:{chat.id}")
 
-    def _selected(self, path: Sequence[Node]) -> Plan:
+    def _selected(self, user: str | Sequence[Node]) -> Plan:
+        """The budgeted selection answering ``user``, from the chat's graph and its index."""
         chat = self._chat
-        return selected(path, budget=chat.budget, counter=chat.counter, index=chat._index)
+        return selected(
+            chat.graph,
+            user_id=_user_id(user),
+            budget=chat.budget,
+            counter=chat.counter,
+            index=chat._index,
+        )
+
+    def _path(self, user: str | Sequence[Node]) -> Sequence[Node]:
+        """The branch from the root to ``user`` (given as an id or as that branch)."""
+        return self._chat.graph.path_to(user) if isinstance(user, str) else user
 
     def cursor(self, path: Sequence[Node]) -> str | None:
         return None
@@ -176,8 +192,8 @@ class ReplayStrategy(_Strategy):
 
     name: StrategyName = "replay"
 
-    def plan(self, path: Sequence[Node]) -> Plan:
-        return self._selected(path)
+    def plan(self, user: str | Sequence[Node]) -> Plan:
+        return self._selected(user)
 
     async def state(self, attempt: Attempt) -> tuple[ConversationState, list[dict[str, Any]]]:
         return ConversationState.replay(), attempt.plan.input
@@ -197,8 +213,8 @@ class SessionStrategy(_Strategy):
 
     name: StrategyName = "session"
 
-    def plan(self, path: Sequence[Node]) -> Plan:
-        return with_history(self._selected(path))
+    def plan(self, user: str | Sequence[Node]) -> Plan:
+        return with_history(self._selected(user))
 
     async def state(self, attempt: Attempt) -> tuple[ConversationState, list[dict[str, Any]]]:
         session = self._chat._session
@@ -217,7 +233,8 @@ class PreviousResponseStrategy(_Strategy):
     name: StrategyName = "previous_response"
     owner = "Responses"
 
-    def plan(self, path: Sequence[Node]) -> Plan:
+    def plan(self, user: str | Sequence[Node]) -> Plan:
+        path = self._path(user)
         anchor = nearest_complete_assistant(path[:-1])
         cursor = None
         if anchor is not None:
@@ -258,7 +275,7 @@ class PreviousResponseStrategy(_Strategy):
         nothing on the server, so nothing is sent twice. ``ContextOverflowError`` if it does
         not fit.
         """
-        plan = self._selected(self._chat.graph.path_to(attempt.user_id))
+        plan = self._selected(attempt.user_id)
         record = attempt.record
         record.included = {n.id: plan.tokens[n.id] for n in plan.nodes}
         record.used, record.overflow = plan.used, plan.overflow
@@ -284,8 +301,9 @@ class ConversationStrategy(_Strategy):
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))
         self._touched: set[str] = set()
 
-    def plan(self, path: Sequence[Node]) -> Plan:
-        selection = self._selected(path)
+    def plan(self, user: str | Sequence[Node]) -> Plan:
+        path = self._path(user)
+        selection = self._selected(user)
         chat = self._chat
         plan = chained(
             path, nearest_complete_assistant(path[:-1]), budget=chat.budget, counter=chat.counter
@@ -373,6 +391,15 @@ class ConversationStrategy(_Strategy):
     def adopt(self, meta: Mapping[str, Any]) -> None:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))
         self._touched.clear()
+
+
+def _user_id(user: str | Sequence[Node]) -> str:
+    """The id of the user message ``user`` names (an id, or a branch ending with it)."""
+    if isinstance(user, str):
+        return user
+    if not user:
+        raise GraphError("an attempt answers the active user message, which must end the path")
+    return user[-1].id
 
 
 _BY_NAME: dict[str, Callable[[Conversation, Mapping[str, Any]], ChatStrategy]] = {

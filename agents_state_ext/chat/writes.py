@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
+from .._items import copy_json
 from .._nodes import Node
 from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
 from ..stores import ConversationStore
@@ -111,6 +112,21 @@ def _copy(record: AttemptRecord) -> AttemptRecord:
     return copy.deepcopy(record)
 
 
+def _copy_node(node: Node) -> Node:
+    """The one copy of a node on its way to the store (the store encodes it as it is)."""
+    return Node(
+        node.id,
+        node.parent_id,
+        node.role,
+        node.status,
+        copy_json(node.items),
+        node.attempt_id,
+        node.request_id,
+        node.created_at,
+        copy_json(node.meta),
+    )
+
+
 class Writes:
     """The store side of one chat handle: its head, its write queue and its scheduled writes."""
 
@@ -178,7 +194,7 @@ class Writes:
                 )
             new_head = chat.graph.active_leaf
             # Copies: a backend may encode them after the next change in memory.
-            nodes = [copy.deepcopy(n) for n in chat.graph.take_changes()]
+            nodes = [_copy_node(n) for n in chat.graph.take_changes()]
             queued, self._queue = self._queue, {}
             kept, self._keep = self._keep, set()
             records = [_copy(r) for r in queued.values()]
@@ -345,7 +361,7 @@ class Writes:
             del self._queue[record.attempt_id]
             self._keep.discard(record.attempt_id)
         finals = [
-            (copy.deepcopy(chat.graph.get(r.message_id)), _copy(r))
+            (_copy_node(chat.graph.get(r.message_id)), _copy(r))
             for r in ended
             if r.message_id in chat.graph
         ]

@@ -36,6 +36,7 @@ __all__ = [
     "decode_nodes",
     "encode",
     "encode_attempt",
+    "encode_node",
     "encode_node_rows",
     "encode_nodes",
     "fenced_out",
@@ -47,6 +48,14 @@ __all__ = [
 ]
 
 
+def _as_dict(value: object) -> dict[Any, Any]:
+    # json.dumps' fallback: any other Mapping is written as the dict it holds (what
+    # copy_json made of it before a node was encoded straight from its own data).
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def encode(value: Mapping[str, Any]) -> str:
     """Compact JSON; anything JSON or UTF-8 cannot hold is a ``StoreError`` before any write.
 
@@ -54,7 +63,9 @@ def encode(value: Mapping[str, Any]) -> str:
     needs: refused here, so every backend refuses it the same way.
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_as_dict
+        )
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise StoreError(f"value holds text that is not valid Unicode: {exc}") from exc
@@ -94,8 +105,29 @@ def encode_nodes(nodes: Iterable[Node]) -> list[tuple[str, str | None, str]]:
         check_id(node.id, "node id")
         if node.parent_id is not None:
             check_id(node.parent_id, "node id")
-        rows[node.id] = (node.id, node.parent_id, encode(node.to_dict()))
+        rows[node.id] = (node.id, node.parent_id, encode_node(node))
     return list(rows.values())
+
+
+def encode_node(node: Node) -> str:
+    """The stored JSON of ``node``: the text of ``encode(node.to_dict())``, without its copy.
+
+    Encoded straight from the node's own items and meta (the caller hands the store nodes
+    nobody changes while it encodes; the chat layer copies them once, for that).
+    """
+    return encode(
+        {
+            "id": node.id,
+            "parent_id": node.parent_id,
+            "role": node.role,
+            "status": node.status,
+            "items": node.items,
+            "attempt_id": node.attempt_id,
+            "request_id": node.request_id,
+            "created_at": node.created_at,
+            "meta": node.meta,
+        }
+    )
 
 
 def decode_node(text: str) -> Node:
@@ -219,7 +251,7 @@ def encode_node_rows(nodes: Iterable[Node]) -> list[NodeRow]:
         check_id(node.id, "node id")
         if node.parent_id is not None:
             check_id(node.parent_id, "node id")
-        rows[node.id] = (node.id, node.parent_id, node.role, node.status, encode(node.to_dict()))
+        rows[node.id] = (node.id, node.parent_id, node.role, node.status, encode_node(node))
     return list(rows.values())
 
 
