@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from openai import AsyncOpenAI
 
 from .chat.forks import ServerConversations
 from .stores.base import ConversationStore
@@ -80,7 +81,7 @@ async def server_objects(store: ConversationStore, conversation_id: str) -> Serv
 
 
 async def delete_conversation(
-    store: ConversationStore, conversation_id: str, *, client: Any | None = None
+    store: ConversationStore, conversation_id: str, *, client: AsyncOpenAI | None = None
 ) -> DeleteReport:
     """Delete a stored conversation; with ``client``, first what it created on the server.
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openai import AsyncOpenAI
+
 from ._items import content_text, item_to_dict
 from ._tracker import ServerConversationTracker
 
@@ -21,7 +23,7 @@ def _signature(item: Any) -> tuple[str, str, str]:
     return (kind, str(data.get("id")), "")
 
 
-async def reconcile_conversation(tracker: ServerConversationTracker, client: Any) -> None:
+async def reconcile_conversation(tracker: ServerConversationTracker, client: AsyncOpenAI) -> None:
     """Read the conversation's newest items and settle the tracker's uncertain batch.
 
     The items added after the newest item the tracker knows of are listed in order. If any of

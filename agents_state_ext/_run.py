@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import RunState
+from openai import AsyncOpenAI
 
 from . import _compat
 from ._items import item_to_dict
@@ -82,7 +83,7 @@ class RunLifecycle:
     """
 
     def __init__(
-        self, tracker: ServerConversationTracker, reconcile_client: Any | None = None
+        self, tracker: ServerConversationTracker, reconcile_client: AsyncOpenAI | None = None
     ) -> None:
         self.tracker = tracker
         """The conversation's ledger."""

@@ -45,6 +45,7 @@ from typing import Any
 
 from agents import Agent, ModelSettings
 from agents.result import RunResultBase
+from openai import AsyncOpenAI
 
 from .._attempts import AttemptDiff, AttemptRecord
 from .._context import ContextIndex
@@ -105,7 +106,7 @@ class Conversation:
         agent: Agent[Any] | None,
         budget: int | None,
         counter: MessageCounter | None,
-        client: Any | None,
+        client: AsyncOpenAI | None,
         prompt_version: str | None,
         fork: bool,
         runner_kwargs: Mapping[str, Any] | None,

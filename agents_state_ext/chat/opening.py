@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
 from agents import Agent
+from openai import AsyncOpenAI
 
 from .._graph import default_id_factory
 from .._state import StrategyName
@@ -32,7 +33,7 @@ async def open_conversation(
     budget: int | None = None,
     counter: MessageCounter | None = None,
     system: str | None = None,
-    client: Any | None = None,
+    client: AsyncOpenAI | None = None,
     server_conversation_id: str | None = None,
     prompt_version: str | None = None,
     fork: bool = True,

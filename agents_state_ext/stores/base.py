@@ -39,6 +39,7 @@ from .._nodes import Node
 from ..errors import AttemptNotFoundError
 
 if TYPE_CHECKING:
+    from openai import AsyncOpenAI
     from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
 
     from .._state import ConversationState
@@ -308,7 +309,7 @@ class StoreBase:
         *,
         new: ConversationState | None = None,
         lease: float = 60.0,
-        client: Any | None = None,
+        client: AsyncOpenAI | None = None,
         holder: str | None = None,
     ) -> HeldState:
         """Hold the ledger kept under ``key`` for one block, then store it back.

@@ -29,7 +29,8 @@ import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+
+from openai import AsyncOpenAI
 
 from .._state import ConversationState
 from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreError
@@ -55,7 +56,7 @@ class HeldState:
         *,
         new: ConversationState | None = None,
         lease: float = 60.0,
-        client: Any | None = None,
+        client: AsyncOpenAI | None = None,
         holder: str | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
