@@ -17,6 +17,7 @@ from ._items import content_text, item_to_dict
 from ._reconcile import reconcile_conversation
 from .errors import (
     IncompleteHistoryError,
+    InvalidTargetError,
     MixedStateOwnerError,
     OpenToolCallsError,
     PreviousResponseNotFoundError,
@@ -251,6 +252,12 @@ async def _compact_session(
         )
     if mode == "previous_response_id":
         raise ValueError("a session conversation keeps no server chain: compact with mode='input'")
+    if getattr(session, "keeps_every_item", False) is True:
+        # Checked before anything is sent: the rewrite would be refused after the request.
+        raise InvalidTargetError(
+            f"{type(session).__name__} keeps every item (a chat never deletes), so compaction "
+            "cannot rewrite it; compact the items into a new chat or a session of its own"
+        )
     held = await session.get_items()
     if items is not None and _as_input(items) != _as_input(held):
         raise MixedStateOwnerError(

@@ -165,3 +165,19 @@ async def test_the_last_result_dumped_after_compaction_loads_on_the_rewritten_se
     await turn(restored, agent, "third", streamed)
     sent = describe_items(mock.response_requests[-1]["input"])
     assert sent == [*describe_items(result.items), "user: third"]
+
+
+async def test_a_chats_graph_session_is_refused_before_anything_is_sent(
+    mock: MockResponsesAPI,
+) -> None:
+    from agents_state_ext import InMemoryStore, InvalidTargetError, open_conversation
+
+    agent = Agent(name="a", model=mock.model("gpt-4.1"))
+    chat = await open_conversation(InMemoryStore(), strategy="session", agent=agent)
+    await chat.send("first")
+    state = ConversationState.session(chat.session())
+    sent = len(mock.requests)
+    with pytest.raises(InvalidTargetError, match="keeps every item"):
+        await state.compact(client=mock.client(), model="gpt-4.1")
+    assert len(mock.requests) == sent  # no /responses/compact request went out
+    assert [n.text() for n in chat.active_path()][-2:] == ["first", "echo: first"]

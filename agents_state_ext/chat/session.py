@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import agents
 from agents.items import TResponseInputItem
@@ -92,6 +92,9 @@ class GraphSession:
     """
 
     session_settings: SessionSettings | None = None
+
+    keeps_every_item: ClassVar[bool] = True
+    """A chat never deletes: ``ConversationState.compact`` refuses this session up front."""
 
     def __init__(self, conversation: Conversation) -> None:
         self._chat = conversation
