@@ -263,13 +263,12 @@ class ContextIndex:
             shared -= 1
         changed = None
         if graph is not None and graph is self._graph:
-            changed = graph._status_changes(self._mark)
+            changed = graph.status_changes_since(self._mark)
         if changed is not None:
             # The graph says which nodes changed status: only those can have.
             assert graph is not None
-            where = graph._pos
             for node in changed:
-                at = where.get(node.id)
+                at = graph.position(node.id)
                 if at is not None and at < shared and nodes[at] is node:
                     shared = at
         else:
@@ -281,7 +280,7 @@ class ContextIndex:
         self._sync_from(shared, path, end - 1, counter)
         self._graph = graph
         if graph is not None:
-            self._mark = graph._journal_end()
+            self._mark = graph.change_mark()
 
     def _sync_from(
         self, start: int, path: Sequence[Node], stop: int, counter: MessageCounter
@@ -347,10 +346,10 @@ def _graph_path(
 
     A ``user_id`` off the active path gets its own branch, built as a path (no graph).
     """
-    path = graph._path
+    path = graph.active_view()
     if user_id is None:
         return graph, path, len(path)
-    at = graph._pos.get(user_id)
+    at = graph.position(user_id)
     if at is None:
         branch = graph.path_to(user_id)
         return None, branch, len(branch)

@@ -139,6 +139,18 @@ class ConversationGraph:
         """The active branch, root first, as a new list; skipping invalid nodes is up to callers."""
         return list(self._path)
 
+    def active_view(self) -> Sequence[Node]:
+        """The active branch without a copy: read it, never change it, and not across changes.
+
+        For readers on a hot path (context selection) that must not pay for a copy of a long
+        branch; :meth:`active_path` is the copy to keep.
+        """
+        return self._path
+
+    def position(self, node_id: str) -> int | None:
+        """Where ``node_id`` is on the active branch (0 = the root), ``None`` when it is off it."""
+        return self._pos.get(node_id)
+
     def path_to(self, node_id: str) -> list[Node]:
         """The branch from the root to ``node_id``, root first."""
         at = self._pos.get(node_id)
@@ -496,12 +508,17 @@ class ConversationGraph:
         self._revision += 1
         return node
 
-    def _status_changes(self, mark: int) -> list[Node] | None:
-        """Nodes whose status changed since journal position ``mark`` (None: too long ago)."""
+    def status_changes_since(self, mark: int) -> list[Node] | None:
+        """Nodes whose status changed since :meth:`change_mark` returned ``mark``.
+
+        ``None`` when the graph no longer remembers that far back (re-check everything then).
+        What derived state (a context index) needs to re-check only what changed.
+        """
         start = mark - self._log_base
         return self._log[start:] if start >= 0 else None
 
-    def _journal_end(self) -> int:
+    def change_mark(self) -> int:
+        """A position in the graph's record of status changes, for :meth:`status_changes_since`."""
         return self._log_base + len(self._log)
 
     def _kids(self, parent_id: str | None) -> Sequence[str]:

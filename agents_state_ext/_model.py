@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -364,18 +364,20 @@ class RequestTap:
     """What one attempt's requests were: fed by :class:`RecordedModel`, read by the chat layer.
 
     ``request_id`` (if set) goes out in the ``X-Client-Request-Id`` header of every request,
-    unless the app set that header itself. ``requests`` are the requests in order;
-    ``server_request_ids`` the ``x-request-id`` each answer carried (``None``: none yet).
+    unless the app set that header itself. ``first`` is the attempt's first request (the one
+    that answers the user message), described in full; the later requests of the same run carry
+    tool outputs and are only counted, not described (describing one digests its whole input).
+    ``server_request_ids`` holds the ``x-request-id`` each answer carried (``None``: none yet).
     """
 
     request_id: str | None = None
-    requests: list[WireRequest] = field(default_factory=list)
+    first: WireRequest | None = None
     server_request_ids: list[str | None] = field(default_factory=list)
 
-    @property
-    def first(self) -> WireRequest | None:
-        """The attempt's first request (the one that answers the user message)."""
-        return self.requests[0] if self.requests else None
+    def reset(self) -> None:
+        """Forget what was seen: the attempt sends its request again (a re-seeded try)."""
+        self.first = None
+        self.server_request_ids.clear()
 
     @property
     def server_request_id(self) -> str | None:
@@ -392,11 +394,12 @@ class RequestTap:
         headers[REQUEST_ID_HEADER] = self.request_id
         return dataclasses.replace(settings, extra_headers=headers)
 
-    def saw(self, request: WireRequest) -> int:
-        """Note a request going out; its index."""
-        self.requests.append(request)
+    def saw(self, describe: Callable[[], WireRequest]) -> int:
+        """Note a request going out (``describe`` is called for the first only); its index."""
+        if self.first is None:
+            self.first = describe()
         self.server_request_ids.append(None)
-        return len(self.requests) - 1
+        return len(self.server_request_ids) - 1
 
     def answered(self, index: int, server_request_id: str | None) -> None:
         """The answer to request ``index`` carried ``server_request_id``."""
@@ -537,9 +540,9 @@ class RecordedModel(_compat.ModelHooks, Model):
         """Note the request, send it with the request id header, note the server's id."""
         settings = self.tap.with_header(model_settings)
         index = self.tap.saw(
-            wire_request(
-                self.inner, system_instructions, input, model_settings, tools, output_schema,
-                handoffs, previous_response_id=previous_response_id,
+            functools.partial(
+                wire_request, self.inner, system_instructions, input, model_settings, tools,
+                output_schema, handoffs, previous_response_id=previous_response_id,
                 conversation_id=conversation_id, prompt=prompt, streamed=False,
             )
         )  # fmt: skip
@@ -568,9 +571,9 @@ class RecordedModel(_compat.ModelHooks, Model):
         """Like :meth:`get_response`, streamed; the server's id is read from the events."""
         settings = self.tap.with_header(model_settings)
         index = self.tap.saw(
-            wire_request(
-                self.inner, system_instructions, input, model_settings, tools, output_schema,
-                handoffs, previous_response_id=previous_response_id,
+            functools.partial(
+                wire_request, self.inner, system_instructions, input, model_settings, tools,
+                output_schema, handoffs, previous_response_id=previous_response_id,
                 conversation_id=conversation_id, prompt=prompt, streamed=True,
             )
         )  # fmt: skip

@@ -364,8 +364,7 @@ class Attempt:
     async def _call_model(self, state: ConversationState, input: Any) -> RunResultBase:
         if self._stopping:  # stopped before its request went out: send nothing
             raise asyncio.CancelledError
-        self.tap.requests.clear()  # the record describes the request of this try
-        self.tap.server_request_ids.clear()
+        self.tap.reset()  # the record describes the request of this try
         self._call = asyncio.get_running_loop().create_task(self._run(state, input))
         try:
             return await self._call
