@@ -96,6 +96,23 @@ class Terminal:
     def type(self, keys: str) -> None:
         os.write(self.fd, keys.encode())
 
+    def wait_reading(self, timeout: float = 30) -> None:
+        """Wait until the child's main thread sleeps in its read of the terminal.
+
+        A Ctrl-C that arrives after the prompt is shown but before readline's wait for input
+        has begun is noted by Python and only acted on at the next key (CPython's readline
+        loop checks signals when its wait is interrupted), so a test that sends a signal at
+        the prompt first waits for the child to be waiting. Linux only; elsewhere a no-op.
+        """
+        wchan = Path(f"/proc/{self.pid}/wchan")
+        if not wchan.exists():
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(w in wchan.read_text() for w in ("poll", "select")):
+                return
+            time.sleep(0.01)
+
     def answer(self) -> str:
         """Wait for the end of an answer (its record line); the record's status."""
         return self.expect(_RECORD.pattern).group(1)
@@ -246,6 +263,7 @@ def test_ctrl_c_or_ctrl_d_at_the_prompt_leaves_on_a_new_line(
     key: str, terminals: list[Terminal]
 ) -> None:
     chat = open_terminal(terminals, "--strategy", "replay")
+    chat.wait_reading()
     chat.type(key)
     assert chat.wait() == 0
     after = chat.raw.rsplit("you> ", 1)[1]
