@@ -19,6 +19,7 @@ import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, count, islice
 from typing import Any, overload
 
 from ._graph import ConversationGraph
@@ -27,6 +28,8 @@ from ._tokens import MessageCounter
 from .errors import ContextOverflowError, GraphError
 
 __all__ = ["ContextIndex", "ContextSelection", "select_context"]
+
+_id_of = operator.attrgetter("id")
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,26 @@ class _Turns:
         return picked, remaining
 
 
+@dataclass(slots=True)
+class _Lists:
+    """A build's nodes, items and counts: the index's own copies of what its selection got."""
+
+    nodes: list[Node]
+    items: list[dict[str, Any]]
+    tokens: dict[str, int]
+
+
+@dataclass(slots=True)
+class _LastBuild:
+    """What the next build may reuse: the lists, the pick and what it was made under."""
+
+    lists: _Lists
+    picked: list[int]
+    budget: int
+    turns: int
+    required: list[tuple[Node, int]]
+
+
 class ContextIndex:
     """Per-conversation cache of a path's turns and counts, reused across builds.
 
@@ -109,7 +132,10 @@ class ContextIndex:
     Given the :class:`ConversationGraph` itself, a build reads the graph's own active path
     (no copy) and asks the graph which nodes changed status since the last build: a build
     after no change costs what it keeps, one after a new turn indexes that turn, whatever
-    the history's length. Change the graph's nodes only through the graph, as it requires.
+    the history's length. Under the same budget, such a build also starts from the last
+    one's lists, edited at the ends (the turns it no longer keeps out, the new turn in), so
+    only the turns that came or went are read. Change the graph's nodes only through the
+    graph, as it requires.
 
     Given a path (a list of nodes, each the parent of the next), the newest node an old and
     a new path share (same object) marks their common prefix, and only the nodes after it
@@ -126,9 +152,8 @@ class ContextIndex:
         self._counter: MessageCounter | None = None
         self._nodes: list[Node] = []
         self._status: list[str] = []
-        # Per turn (aligned with _turn_at): the counts of its user and assistant messages.
-        self._user_counts: list[int] = []
-        self._assistant_counts: list[int] = []
+        # Per turn t (aligned with _turn_at): its user and assistant counts at 2t and 2t + 1.
+        self._pair_counts: list[int] = []
         self._system: list[int] = []
         self._pending: list[int] = []
         self._turn_at: list[int] = []
@@ -142,12 +167,17 @@ class ContextIndex:
         self._active: Node | None = None
         self._required: list[tuple[Node, int]] = []
         self._fresh = False  # whether _required holds this build's required messages
+        # The last build from the graph, while every turn it picked is still indexed and
+        # the graph's journal has accounted for every status change since: the next build
+        # then reuses its lists for the turns both keep.
+        self._last: _LastBuild | None = None
 
     def reset(self) -> None:
         """Forget everything indexed; the next build re-reads the whole path."""
         with self._lock:
             self._truncate(0)
             self._graph = None
+            self._last = None
             self._required, self._fresh = [], False
 
     def select(
@@ -178,6 +208,8 @@ class ContextIndex:
                 self._graph = None
                 self._required, self._fresh = [], False
             active = path[end - 1]
+            if graph is None:
+                self._last = None  # a path's nodes may have changed status unannounced
             if (
                 graph is None
                 or graph is not self._graph
@@ -192,6 +224,7 @@ class ContextIndex:
                     if graph is not None:
                         self._revision, self._active = graph.revision, active
                     return selection
+                self._last = None
                 # A picked turn is no longer complete: re-index from it and pick again.
                 self._truncate(selection)
                 self._sync_from(selection, path, end - 1, counter)
@@ -221,10 +254,30 @@ class ContextIndex:
             left = budget - need
         else:
             picked, left = self._turns.pick(budget - need)
+        last = self._last
+        if (
+            last is not None
+            and picked
+            and last.budget == budget
+            and _same_required(last.required, required)
+        ):
+            reused = self._reuse(last, active, required, tokens, picked)
+            if reused is not None:
+                self._last = _LastBuild(reused, picked, budget, len(self._turn_at), required[:-1])
+                return ContextSelection(
+                    nodes=reused.nodes[:],
+                    items=reused.items[:],
+                    tokens=dict(reused.tokens),
+                    used=budget - left,
+                    budget=budget,
+                    overflow=False,
+                    required_ids=tuple(node.id for node, _ in required),
+                    turns=len(picked),
+                )
         turn_at = self._turn_at
         chosen = [node for node, _ in required[:-1]]
         items = [item for node in chosen for item in node.items]
-        user_counts, assistant_counts = self._user_counts, self._assistant_counts
+        pair_counts = self._pair_counts
         for t in reversed(picked):
             at = turn_at[t]
             user, assistant = nodes[at], nodes[at + 1]
@@ -233,11 +286,11 @@ class ContextIndex:
             chosen += (user, assistant)
             items += user.items
             items += assistant.items
-            tokens[user.id] = user_counts[t]
-            tokens[assistant.id] = assistant_counts[t]
+            tokens[user.id] = pair_counts[2 * t]
+            tokens[assistant.id] = pair_counts[2 * t + 1]
         chosen.append(active)
         items += active.items
-        return ContextSelection(
+        selection = ContextSelection(
             nodes=chosen,
             items=items,
             tokens=tokens,
@@ -247,6 +300,93 @@ class ContextIndex:
             required_ids=tuple(node.id for node, _ in required),
             turns=len(picked),
         )
+        if self._graph is not None and picked:
+            self._last = _LastBuild(
+                _Lists(chosen[:], items[:], dict(tokens)),
+                picked,
+                budget,
+                len(turn_at),
+                required[:-1],
+            )
+        else:
+            self._last = None
+        return selection
+
+    def _reuse(
+        self,
+        last: _LastBuild,
+        active: Node,
+        required: list[tuple[Node, int]],
+        tokens: dict[str, int],
+        picked: list[int],
+    ) -> _Lists | None:
+        """This build's lists, made from the last build's by editing what changed at the ends.
+
+        The common case after a new turn: the pick is the turns added since (if any fit),
+        then the newest of the last build's picks, then a few other older turns (what fits
+        in the room left). The last build's lists (the index's private copies) are edited
+        in place: its other picks and its active prompt out, the other older turns, the new
+        turns and the active prompt in. ``None`` when a turn about to be added is no longer
+        complete (build in full, which re-indexes from it).
+        """
+        before = last.picked
+        new = 0
+        while new < len(picked) and picked[new] >= last.turns:
+            new += 1
+        # The longest run of the last build's newest picks that this pick keeps: up to the
+        # first place the two picks differ.
+        kept = new + next(
+            compress(count(), map(operator.ne, islice(picked, new, None), before)),
+            min(len(picked) - new, len(before)),
+        )
+        added = self._pairs(picked[:new])  # the newest turns, with their counts
+        older = self._pairs(picked[kept:])  # turns older than the kept ones
+        if added is None or older is None:
+            return None
+        lists = last.lists
+        chosen, items, counts = lists.nodes, lists.items, lists.tokens
+        head = len(required) - 1
+        drop = 2 * (len(before) - kept + new)  # the last build's oldest history, not kept
+        gone = chosen[head : head + drop]
+        # The required messages' items lead; the last active prompt's items end the list.
+        lead = sum(len(node.items) for node in chosen[:head])
+        previous = chosen.pop()
+        del items[len(items) - len(previous.items) :]
+        older_nodes, older_counts = older
+        items[lead : lead + sum(len(node.items) for node in gone)] = [
+            item for node in older_nodes for item in node.items
+        ]
+        chosen[head : head + drop] = older_nodes
+        del counts[previous.id]
+        for node in gone:
+            del counts[node.id]
+        added_nodes, added_counts = added
+        for node in added_nodes:
+            items += node.items
+        chosen += added_nodes
+        chosen.append(active)
+        items += active.items
+        counts.update(zip(map(_id_of, older_nodes), older_counts, strict=True))
+        counts.update(zip(map(_id_of, added_nodes), added_counts, strict=True))
+        counts.update(tokens)
+        return lists
+
+    def _pairs(self, turns: list[int]) -> tuple[list[Node], list[int]] | None:
+        """The nodes of ``turns`` (newest first) in time order, and their counts.
+
+        ``None`` if one of them is no longer complete.
+        """
+        nodes, turn_at, pair_counts = self._nodes, self._turn_at, self._pair_counts
+        out: list[Node] = []
+        counts: list[int] = []
+        for t in reversed(turns):
+            at = turn_at[t]
+            user, assistant = nodes[at], nodes[at + 1]
+            if user.status != "complete" or assistant.status != "complete":
+                return None
+            out += (user, assistant)
+            counts += pair_counts[2 * t : 2 * t + 2]
+        return out, counts
 
     def _sync(
         self,
@@ -272,6 +412,8 @@ class ContextIndex:
                 if at is not None and at < shared and nodes[at] is node:
                     shared = at
         else:
+            # Without the graph's journal, in-place changes to kept turns go unseen here.
+            self._last = None
             for at in self._pending:
                 if at < shared and nodes[at].status != status[at]:
                     shared = at
@@ -315,15 +457,21 @@ class ContextIndex:
         nodes.extend(new)
         if not messages:
             return
-        count_many = getattr(counter, "count_many", None)
-        if count_many is not None:
+        prior = self._required[-1] if self._required else None
+        if (
+            len(messages) == 2
+            and prior is not None
+            and messages[0][1] is prior[0].items
+            and messages[0][0] == prior[0].id
+        ):
+            # One new turn answering the last build's active prompt, already counted.
+            values = [prior[1], counter.count(*messages[1])]
+        elif (count_many := getattr(counter, "count_many", None)) is not None:
             values = count_many(messages)
         else:
             values = [counter.count(message_id, items) for message_id, items in messages]
-        users, assistants = values[0::2], values[1::2]
-        self._user_counts += users
-        self._assistant_counts += assistants
-        self._turns.extend(list(map(operator.add, users, assistants)))
+        self._pair_counts += values
+        self._turns.extend(list(map(operator.add, values[0::2], values[1::2])))
 
     def _truncate(self, n: int) -> None:
         self._revision, self._active = -1, None
@@ -335,8 +483,18 @@ class ContextIndex:
         turns = len(self._turn_at)
         while turns and self._turn_at[turns - 1] + 1 >= n:
             turns -= 1
-        del self._turn_at[turns:], self._user_counts[turns:], self._assistant_counts[turns:]
+        del self._turn_at[turns:], self._pair_counts[2 * turns :]
+        if self._last is not None and turns < self._last.turns:
+            self._last = None
         self._turns.truncate(turns)
+
+
+def _same_required(before: list[tuple[Node, int]], now: list[tuple[Node, int]]) -> bool:
+    """Whether ``now`` (with the active prompt last) has ``before``'s nodes and counts first."""
+    return len(before) == len(now) - 1 and all(
+        node is same and count == again
+        for (node, count), (same, again) in zip(before, now, strict=False)
+    )
 
 
 def _graph_path(

@@ -410,7 +410,9 @@ class TokenCounter:
             fingerprint = _read_texts((items,))[0]
             cached = self._cache.get(message_id)
             if cached is None or cached[:-1] != fingerprint:
-                return self._count_many([(message_id, items)])[0]
+                total = self._encode((fingerprint,))[0]  # fingerprint: now the cache entry
+                self._remember(0, [(message_id, fingerprint)])
+                return total
             known = cached[-1]
         with self._lock:
             self._hits += 1
@@ -468,7 +470,7 @@ class TokenCounter:
         if cache.keys().isdisjoint(ids):
             counts = self._encode(texts)
             fresh: Iterable[tuple[str, list[Any]]] = zip(ids, texts, strict=True)
-            hits, misses = 0, len(ids)
+            hits = 0
         else:
             counts = []
             fresh = []
@@ -479,18 +481,24 @@ class TokenCounter:
                 else:
                     counts.append(self._encode((fingerprint,))[0])
                     fresh.append((message_id, fingerprint))
-            hits, misses = len(ids) - len(fresh), len(fresh)
+            hits = len(ids) - len(fresh)
+        self._remember(hits, fresh)
+        return counts
+
+    def _remember(self, hits: int, fresh: Iterable[tuple[str, list[Any]]]) -> None:
+        """Note ``hits`` and cache each freshly encoded (id, entry), oldest dropped first."""
+        entries = fresh if isinstance(fresh, list) else list(fresh)
+        cache = self._cache
         with self._lock:
             self._hits += hits
-            self._misses += misses
-            if len(cache) + misses <= self._maxsize:
-                cache.update(fresh)
+            self._misses += len(entries)
+            if len(cache) + len(entries) <= self._maxsize:
+                cache.update(entries)
             else:
-                for message_id, entry in fresh:
+                for message_id, entry in entries:
                     if message_id not in cache and len(cache) >= self._maxsize:
                         del cache[next(iter(cache))]
                     cache[message_id] = entry
-        return counts
 
     def cache_info(self) -> CacheInfo:
         """How often :meth:`count` answered from the cache and how often it encoded."""

@@ -64,11 +64,11 @@ class StoreSection(Section):
             )
         )
         if target is not None:
-            q1, q3 = summary["ratio_iqr"]
+            r10, r90 = summary["ratio_p10_p90"]
             self.target(
                 f"{part}: {case}: ours ≤ {target:g}x {anchor}",
                 bool(met),
-                f"{summary['ours_over_anchor']:.2f}x (IQR {q1:.2f}-{q3:.2f}, "
+                f"{summary['ours_over_anchor']:.2f}x (p10-p90 {r10:.2f}-{r90:.2f}, "
                 f"{summary['pairs']} pairs)",
                 **pair_cells(pairs),
             )
@@ -114,9 +114,9 @@ def _cells(row: Row) -> tuple[str, ...]:
     met = x.get("met")
     ratio = "—"
     if "ours_over_anchor" in x:
-        q1, q3 = x["ratio_iqr"]
+        r10, r90 = x["ratio_p10_p90"]
         low, high = x["ratio_min_max"]
-        ratio = f"{x['ours_over_anchor']:.2f}x [IQR {q1:.2f}-{q3:.2f}; {low:.2f}-{high:.2f}]"
+        ratio = f"{x['ours_over_anchor']:.2f}x [p10-p90 {r10:.2f}-{r90:.2f}; {low:.2f}-{high:.2f}]"
     return (
         str(x.get("part", "")),
         row.case,

@@ -191,6 +191,39 @@ def test_a_reused_index_agrees_with_a_fresh_build_after_every_change(
         check(graph, index, counter, budget, as_path=mode == "path")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    budget=st.integers(0, 90),
+    history=st.integers(0, 30),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([*["turn"] * 8, "tool_turn", "stop", "retry", "edit", "switch"]),
+            st.integers(0, 10_000),
+            st.booleans(),
+        ),
+        max_size=40,
+    ),
+)
+def test_builds_under_one_budget_agree_with_fresh_builds_turn_after_turn(
+    budget: int, history: int, steps: list[tuple[str, int, bool]]
+) -> None:
+    """Mostly new turns under a steady budget: the case where a build reuses the last one's.
+
+    Turns of varied sizes make the pick drop old turns and reach for cheaper older ones; now
+    and then a stop, retry, edit or branch switch, or a build from a path, breaks the run.
+    """
+    graph = new_graph()
+    graph.add_system("be brief")
+    for n in range(history):
+        act(graph, "turn", n * 7919, n)
+    index = ContextIndex()
+    counter = WordCounter()
+    for n, (action, pick, as_path) in enumerate(steps, start=history):
+        with contextlib.suppress(GraphError):
+            act(graph, action, pick, n)
+        check(graph, index, counter, budget, as_path=as_path and pick % 7 == 0)
+
+
 def long_graph(turns: int) -> ConversationGraph:
     graph = new_graph()
     graph.add_system("be brief")
@@ -251,9 +284,9 @@ def test_a_new_turn_is_indexed_without_recounting_the_history() -> None:
     graph.complete(attempt.id, items=[{"role": "assistant", "content": "answer"}])
     graph.add_user("and then?")
     select_context(graph, budget=50, counter=counter, index=index)
-    # The new turn (the old prompt and its answer) and the new prompt, nothing else.
-    new = [attempt.parent_id, attempt.id, graph.active_leaf]
-    assert sorted(counter.calls) == sorted(new)
+    # The new turn's answer and the new prompt, nothing else: the new turn's user message
+    # was the last build's active prompt, and that count is reused.
+    assert sorted(counter.calls) == sorted([attempt.id, graph.active_leaf])
     counter.calls.clear()
     select_context(graph, budget=60, counter=counter, index=index)
     assert counter.calls == []  # nothing changed: no count at all, even for a new budget
