@@ -6,15 +6,17 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 __all__ = [
     "CALL_OUTPUT_TYPES",
+    "Facts",
     "ItemKeys",
     "call_of",
     "content_text",
     "copy_json",
     "digest",
+    "facts",
     "field",
     "item_to_dict",
     "keys",
@@ -89,19 +91,61 @@ class ItemKeys(NamedTuple):
     with has nothing else. Messages and tool outputs are matched by id and call id."""
 
 
+_new_keys = tuple.__new__  # ItemKeys(...) without its Python-level __new__
+
+Facts = tuple[ItemKeys, Any, "tuple[str, str] | None"]
+"""What :func:`facts` reads of an item: its keys, its ``type``, the call it makes."""
+
+
 def keys(item: Any) -> ItemKeys:
     """The dedupe keys of one item (see :class:`ItemKeys`)."""
-    if type(item) is dict:  # the common case, read directly: this runs per item per request
+    if type(item) is dict or isinstance(item, Mapping):
         get = item.get
-        item_id, call_id, kind, role = get("id"), get("call_id"), get("type"), get("role")
+        item_id, kind = get("id"), get("type")
     else:
-        item_id, call_id = field(item, "id"), field(item, "call_id")
-        kind, role = field(item, "type"), field(item, "role")
+        get = None
+        item_id, kind = getattr(item, "id", None), getattr(item, "type", None)
     output = isinstance(kind, str) and kind.endswith("_output")
-    return ItemKeys(
-        item_id if isinstance(item_id, str) and item_id else None,
-        call_id if output and isinstance(call_id, str) else None,
-        role is None and not output and (kind == "reasoning" or not item_id),
+    return _keys(item, get, item_id, kind, output, _read(item, get, "call_id") if output else None)
+
+
+def facts(item: Any) -> Facts:
+    """An item's :func:`keys`, its ``type`` and its :func:`call_of`, each field read once.
+
+    This runs for every item of every request; its keys are always :func:`keys`'s.
+    """
+    if type(item) is dict or isinstance(item, Mapping):
+        get = item.get
+        item_id, kind = get("id"), get("type")
+    else:
+        get = None
+        item_id, kind = getattr(item, "id", None), getattr(item, "type", None)
+    output = isinstance(kind, str) and kind.endswith("_output")
+    calls = kind in CALL_OUTPUT_TYPES
+    call_id = _read(item, get, "call_id") if output or calls else None
+    found = _keys(item, get, item_id, kind, output, call_id)
+    if calls and isinstance(call_id, str) and call_id:
+        return found, kind, (call_id, cast(str, kind))
+    return found, kind, None
+
+
+def _read(item: Any, get: Any, name: str) -> Any:
+    return get(name) if get is not None else getattr(item, name, None)
+
+
+def _keys(item: Any, get: Any, item_id: Any, kind: Any, output: bool, call_id: Any) -> ItemKeys:
+    """The keys from the fields read so far; ``role`` and ``call_id`` are read only when the
+    keys depend on them: a field a pydantic model lacks costs an exception to read."""
+    digestible = not output and (kind == "reasoning" or not item_id)
+    if digestible:
+        digestible = _read(item, get, "role") is None
+    return _new_keys(
+        ItemKeys,
+        (
+            item_id if isinstance(item_id, str) and item_id else None,
+            call_id if output and isinstance(call_id, str) else None,
+            digestible,
+        ),
     )
 
 

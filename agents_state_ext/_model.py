@@ -91,19 +91,16 @@ class TrackedModel(_compat.ModelHooks, Model):
         if not lifecycle.claims(_compat.current_run_owner()):
             return None
         _check_ids(lifecycle.tracker, previous_response_id, conversation_id)
-        await lifecycle.settle(_innermost(self.inner))
+        innermost = _innermost(self.inner)
+        if lifecycle.tracker.uncertain:  # as settle() checks first, without its coroutine
+            await lifecycle.settle(innermost)
         stored = lifecycle.replay()
         if stored is not None:
             return stored_response(stored)
         items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
         send, replaced = lifecycle.to_send(items)
-        return lifecycle.request(
-            send, streamed, replaced=replaced, hidden_retries=self._hidden_retries()
-        )
-
-    def _hidden_retries(self) -> bool:
-        client = _compat.inner_openai_client(_innermost(self.inner))
-        return getattr(client, "max_retries", 1) != 0
+        hidden_retries = getattr(_compat.inner_openai_client(innermost), "max_retries", 1) != 0
+        return lifecycle.request(send, streamed, replaced=replaced, hidden_retries=hidden_retries)
 
     # -- Model API ---------------------------------------------------------------------------
 
@@ -139,7 +136,8 @@ class TrackedModel(_compat.ModelHooks, Model):
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
         _succeed(call, response.response_id, list(response.output), self.inner)
-        await self.lifecycle.checkpoint()
+        if self.lifecycle.checkpoint_hook is not None:
+            await self.lifecycle.checkpoint()
         return response
 
     async def stream_response(
@@ -189,7 +187,8 @@ class TrackedModel(_compat.ModelHooks, Model):
                     _succeed(
                         call, event.response.id or None, list(event.response.output), self.inner
                     )
-                    await self.lifecycle.checkpoint()
+                    if self.lifecycle.checkpoint_hook is not None:
+                        await self.lifecycle.checkpoint()
                 yield event
             if not call.done:
                 call.fail(None)
@@ -272,6 +271,8 @@ def _succeed(call: RequestCall, response_id: str | None, output: list[Any], mode
 
 async def _checkpoint_before(call: RequestCall) -> None:
     """Save the ledger with ``call`` marked sent, before it goes out; if that fails, withdraw it."""
+    if call.lifecycle.checkpoint_hook is None:
+        return
     try:
         await call.lifecycle.checkpoint()
     except BaseException as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +158,9 @@ class RunLifecycle:
         self._owner = None
         self._filter_batch = None
         self._replaced = []
-        self.harvest(result if result is not None else getattr(error, "run_data", None))
+        if self.tracker.open_calls:
+            # Only an output for a call the server holds open is kept (see harvest).
+            self.harvest(result if result is not None else getattr(error, "run_data", None))
         if run is not None and not run.sent:
             self.tracker.hold(run.input)
         self.tracker.end_run()
@@ -375,8 +377,9 @@ class RequestCall:
         self.previous_response_id = tracker.previous_response_id
         self.conversation_id = tracker.conversation_id
         self.done = False
+        self._retries: contextlib.AbstractContextManager[None] | None = None
         self.record = SentRequest(
-            input=[item_to_dict(i) for i in items],
+            input=[i if type(i) is dict else item_to_dict(i) for i in items],
             previous_response_id=self.previous_response_id,
             conversation_id=self.conversation_id,
             streamed=streamed,
@@ -418,27 +421,53 @@ class RequestCall:
         else:
             tracker.rewind(self._batch)
 
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[None]:
-        """Settle the request as failed on any exception; name a lost chain precisely."""
-        try:
-            if self.hidden_retries:
-                with _compat.provider_retries_disabled():
-                    yield
-            else:
-                yield
-        except BaseException as exc:
-            self.fail(exc)
-            if self.previous_response_id is not None and _previous_response_lost(exc):
-                raise PreviousResponseNotFoundError(
-                    f"the server no longer knows response {self.previous_response_id!r} (expired, "
-                    "stored with store=False, or a restarted server); nothing was lost: the "
-                    "request's input is pending. Re-seed the chain with "
-                    "ConversationState.reseed(items) and run again",
-                    self.previous_response_id,
-                    self.lifecycle.tracker.pending,
-                ) from exc
-            raise
+    def guard(self) -> RequestCall:
+        """Settle the request as failed on any exception; name a lost chain precisely.
+
+        The call itself is the context manager (one object less per request), entered once.
+        """
+        return self
+
+    def __enter__(self) -> None:
+        if self.hidden_retries:
+            retries = _compat.provider_retries_disabled()
+            retries.__enter__()
+            self._retries = retries
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> bool:
+        retries, self._retries = self._retries, None
+        if retries is not None:
+            # As a nested ``with`` would: what it swallows is not seen, what it raises is.
+            try:
+                if retries.__exit__(kind, error, tb):
+                    return True
+            except BaseException as raised:
+                self._settle(raised)
+                raise
+        if error is not None:
+            self._settle(error)
+        return False
+
+    def _settle(self, error: BaseException) -> None:
+        self.fail(error)
+        lost = self.lost(error)
+        if lost is not None:
+            raise lost from error
+
+    def lost(self, error: BaseException) -> PreviousResponseNotFoundError | None:
+        """The error to raise instead of ``error`` when it says the chain's cursor is gone."""
+        if self.previous_response_id is None or not _previous_response_lost(error):
+            return None
+        return PreviousResponseNotFoundError(
+            f"the server no longer knows response {self.previous_response_id!r} (expired, "
+            "stored with store=False, or a restarted server); nothing was lost: the "
+            "request's input is pending. Re-seed the chain with "
+            "ConversationState.reseed(items) and run again",
+            self.previous_response_id,
+            self.lifecycle.tracker.pending,
+        )
 
 
 def _previous_response_lost(error: BaseException) -> bool:

@@ -576,7 +576,9 @@ class ServerConversationState(ConversationState):
     @property
     def tracker(self) -> ServerConversationTracker:
         """The ledger: what the server holds, what was sent and acknowledged."""
-        return self.lifecycle.tracker
+        lifecycle = self._lifecycle
+        assert lifecycle is not None  # the constructor requires a tracker
+        return lifecycle.tracker
 
     @property
     def lifecycle(self) -> RunLifecycle:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import uuid
+import os
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._items import ItemKeys, call_of, item_to_dict
+from ._items import Facts, ItemKeys, facts, item_to_dict
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
@@ -90,7 +90,7 @@ class ServerConversationTracker:
         self._previous_response_id = previous_response_id
         self._conversation_id = conversation_id
         self._max_digests = max_digests
-        self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid.uuid4().hex}"
+        self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{_uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
         self._item_ids: set[str] = set()
         self._call_ids: set[str] = set()
@@ -166,6 +166,8 @@ class ServerConversationTracker:
     @property
     def uncertain(self) -> list[dict[str, Any]]:
         """Items of a failed request the server may have accepted; reconciled before a resend."""
+        if not self._uncertain:
+            return []  # asked before every request
         return [copy.deepcopy(item_to_dict(i)) for i in self._uncertain]
 
     @property
@@ -248,38 +250,61 @@ class ServerConversationTracker:
         caller's own item objects; nothing is copied.
         """
         incoming = list(items)
-        keys = [_keys(item) for item in incoming]
-        acked = [self._acknowledged(item, k) for item, k in zip(incoming, keys, strict=True)]
-        last_acked = max((i for i, flag in enumerate(acked) if flag), default=-1)
-        result = self._waiting(self._pending, incoming, keys)
+        # Read once, in one pass: this runs before every request.
+        read: list[Facts] = []
+        acked: list[bool] = []
+        last_acked = -1
+        for index, item in enumerate(incoming):
+            found = facts(item)
+            read.append(found)
+            flag = self._acknowledged(item, found[0])
+            acked.append(flag)
+            if flag:
+                last_acked = index
+        result: list[Any] = []
+        result_facts: list[Facts] = []
+        if self._pending:
+            result = self._waiting(self._pending, incoming, [f[0] for f in read])
+            # What _close_calls reads of each item of the result (the pending ones read afresh).
+            result_facts = [facts(item) for item in result]
         for index, item in enumerate(incoming):
             if acked[index]:
                 continue
-            item_id, output_call_id, _ = keys[index]
-            if index < last_acked and item_id is None and output_call_id is None:
+            found = read[index]
+            if index < last_acked and found[0].item_id is None and found[0].output_call_id is None:
                 # Sent before an item the server acknowledged existed: it is in the chain.
                 continue
             result.append(item)
-        return self._close_calls(result)
+            result_facts.append(found)
+        return self._close_calls(result, result_facts)
 
-    def _close_calls(self, batch: list[Any]) -> list[Any]:
+    def _close_calls(self, batch: list[Any], read: list[Facts]) -> list[Any]:
         """``batch`` with every call it leaves without an output answered exactly once.
 
         Calls the server holds open are answered in front (their output belongs right after
         them in the chain); a call carried by ``batch`` itself (a re-seeded window) right after
         that call. The answer is the run's real output when it produced one, else a synthesized
         one (or :class:`~agents_state_ext.OpenToolCallsError` under the ``raise`` policy).
+        ``read`` is :func:`~agents_state_ext._items.facts` of each item of ``batch``.
         """
-        calls = [(index, call) for index, item in enumerate(batch) if (call := call_of(item))]
+        calls: list[tuple[int, tuple[str, str]]] = []
+        carried: set[str] = set()
+        for index, (found, _, call) in enumerate(read):
+            if call:
+                calls.append((index, call))
+            if found.output_call_id is not None:
+                carried.add(found.output_call_id)
         if not self._open and not calls:
             return batch  # the common request: nothing open, no call in it
-        carried = {k.output_call_id for k in map(_keys, batch)} - {None}
-        front = [(c, kind) for c, kind in self._open.items() if c not in carried]
-        inline = {
-            index: call
-            for index, call in calls
-            if call[0] not in carried and call[0] not in self._call_ids
-        }
+        # Plain loops: comprehensions are frames of their own, and this runs per request.
+        front: list[tuple[str, str]] = []
+        for c, kind in self._open.items():
+            if c not in carried:
+                front.append((c, kind))
+        inline: dict[int, tuple[str, str]] = {}
+        for index, call in calls:
+            if call[0] not in carried and call[0] not in self._call_ids:
+                inline[index] = call
         if not front and not inline:
             return batch
         wanted = [*front, *inline.values()]
@@ -349,11 +374,13 @@ class ServerConversationTracker:
         elif self._in_flight is not None:
             self.rewind()
         batch = list(items)
-        for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
-            del self._closing[call_id]
-        covered = [*batch, *replacing] if replacing else batch
-        self._pending = self._waiting(self._pending, covered)
-        self._uncertain = self._waiting(self._uncertain, covered)
+        if self._closing:
+            for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
+                del self._closing[call_id]
+        if self._pending or self._uncertain:
+            covered = [*batch, *replacing] if replacing else batch
+            self._pending = self._waiting(self._pending, covered)
+            self._uncertain = self._waiting(self._uncertain, covered)
         self._in_flight = batch
         return batch
 
@@ -374,7 +401,9 @@ class ServerConversationTracker:
         batch = self._in_flight or []
         self._in_flight = None
         entry = _new_entry(response_id, self._previous_response_id, batch)
-        for item in [*batch, *output]:
+        for item in batch:
+            self._remember(item, entry)
+        for item in output:
             self._remember(item, entry)
         if self.strategy == "conversation":
             self._undelivered = {"response_id": response_id, "output": list(output)}
@@ -540,13 +569,13 @@ class ServerConversationTracker:
 
     def _remember(self, item: Any, entry: dict[str, Any] | None = None) -> None:
         self._acked_objects[id(item)] = item
-        item_id, call_id, digestible = _keys(item)
+        (item_id, call_id, digestible), item_type, call = facts(item)
         if item_id is not None:
             if entry is not None and item_id not in self._item_ids:
                 entry["item_ids"].append(item_id)
             self._item_ids.add(item_id)
             self._last_item_id = item_id
-            if _kind(item) != "reasoning":
+            if item_type != "reasoning":
                 self._chain_ids.add(item_id)
         if call_id is not None:
             if entry is not None and call_id not in self._call_ids:
@@ -556,7 +585,6 @@ class ServerConversationTracker:
             self._unsent.pop(call_id, None)
             if kind is not None and entry is not None:
                 entry["closed"].append([call_id, kind])
-        call = call_of(item)
         if call is not None and call[0] not in self._call_ids and call[0] not in self._open:
             self._open[call[0]] = call[1]
             if entry is not None:
@@ -666,6 +694,14 @@ class ServerConversationTracker:
         )
 
 
+def _uuid4_hex() -> str:
+    """``uuid.uuid4().hex``, without building a ``UUID`` (a conversation is made per run)."""
+    value = int.from_bytes(os.urandom(16), "big")
+    # What UUID(bytes=..., version=4) sets: the RFC 4122 variant, then the version.
+    value = (value & ~(0xC000 << 48) | (0x8000 << 48)) & ~(0xF000 << 64) | (4 << 76)
+    return f"{value:032x}"
+
+
 def _new_entry(response_id: str | None, previous: str | None, sent: list[Any]) -> dict[str, Any]:
     return {
         "response_id": response_id,
@@ -709,11 +745,6 @@ def _undelivered_entry(data: Any) -> dict[str, Any] | None:
     if response_id is not None and not isinstance(response_id, str):
         raise TypeError("undelivered response_id must be a string")
     return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
-
-
-def _kind(item: Any) -> str | None:
-    kind = item.get("type") if isinstance(item, Mapping) else getattr(item, "type", None)
-    return kind if isinstance(kind, str) else None
 
 
 def _holds(batch: list[Any], item: Any) -> bool:

@@ -101,16 +101,18 @@ def validate_run_settings(
                 f"{len(replayed)} input item(s) are already on the server; send only the "
                 "new turn, the server chains the rest.",
             )
-    models = list(_models(agent, run_config))
-    for where, model in models:
+    # One walk of the agent graph serves the three checks below.
+    graph = list(walk_agents(agent)) if agent is not None else []
+    for holder, model in _models(graph, run_config):
         inner = model.inner if isinstance(model, TrackedModel) else model
         if isinstance(inner, OpenAIChatCompletionsModel):
+            where = "RunConfig.model" if holder is None else f"agent {holder.name!r}"
             raise _mixed(
                 owner,
                 f"a Chat Completions model ({where}) that keeps no server-side state",
                 "Use a Responses API model, or ConversationState.replay() / .session().",
             )
-    guarded = _output_guardrails(agent, run_config)
+    guarded = _output_guardrails(graph, run_config)
     if guarded:
         raise _mixed(
             owner,
@@ -120,7 +122,7 @@ def validate_run_settings(
             "strategy (replay / session) where rejected output can be left out.",
         )
     if state.strategy == "previous_response":
-        for where, store in _store_settings(agent, run_config):
+        for where, store in _store_settings(graph, run_config):
             if store is False:
                 raise _mixed(
                     owner,
@@ -170,33 +172,35 @@ def walk_agents(agent: Agent[Any]) -> Iterator[Agent[Any]]:
                 stack.append(target)
 
 
-def _models(agent: Agent[Any] | None, run_config: RunConfig | None) -> Iterator[tuple[str, Any]]:
+def _models(
+    graph: list[Agent[Any]], run_config: RunConfig | None
+) -> list[tuple[Agent[Any] | None, Any]]:
+    """The ``Model`` instances of the run: ``(agent, model)``, ``None`` for ``RunConfig.model``."""
+    found: list[tuple[Agent[Any] | None, Any]] = []
     if run_config is not None and isinstance(run_config.model, Model):
-        yield "RunConfig.model", run_config.model
-    if agent is None:
-        return
-    for current in walk_agents(agent):
+        found.append((None, run_config.model))
+    for current in graph:
         if isinstance(current.model, Model):
-            yield f"agent {current.name!r}", current.model
+            found.append((current, current.model))
+    return found
 
 
-def _output_guardrails(agent: Agent[Any] | None, run_config: RunConfig | None) -> str | None:
+def _output_guardrails(graph: list[Agent[Any]], run_config: RunConfig | None) -> str | None:
     if run_config is not None and run_config.output_guardrails:
         return "RunConfig"
-    if agent is None:
-        return None
-    for current in walk_agents(agent):
+    for current in graph:
         if current.output_guardrails:
             return f"agent {current.name!r}"
     return None
 
 
 def _store_settings(
-    agent: Agent[Any] | None, run_config: RunConfig | None
-) -> Iterator[tuple[str, bool | None]]:
+    graph: list[Agent[Any]], run_config: RunConfig | None
+) -> list[tuple[str, bool | None]]:
+    found: list[tuple[str, bool | None]] = []
     if run_config is not None and run_config.model_settings is not None:
-        yield "RunConfig", run_config.model_settings.store
-    if agent is None:
-        return
-    for current in walk_agents(agent):
-        yield f"agent {current.name!r}", current.model_settings.store
+        found.append(("RunConfig", run_config.model_settings.store))
+    for current in graph:
+        if current.model_settings.store is False:
+            found.append((f"agent {current.name!r}", False))
+    return found
