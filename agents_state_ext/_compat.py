@@ -13,8 +13,8 @@ The same names and meanings hold on every minor in :data:`SUPPORTED_SDK` (0.21 t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
@@ -137,11 +137,16 @@ def current_run_owner() -> object | None:
     return owner
 
 
-@contextmanager
-def provider_retries_disabled() -> Iterator[None]:
-    """Turn off the openai client's own hidden retries for a stateful request."""
-    with _function(_retry_runtime, "provider_managed_retries_disabled")(True):
-        yield
+def provider_retries_disabled() -> AbstractContextManager[Any]:
+    """Turn off the openai client's own hidden retries for a stateful request.
+
+    The SDK's own context manager, handed out as it is (no wrapper per request).
+    """
+    manager = _function(_retry_runtime, "provider_managed_retries_disabled")(True)
+    if not isinstance(manager, AbstractContextManager):
+        name = _label(_retry_runtime, "provider_managed_retries_disabled")
+        raise _broken(name, f"returned a {type(manager).__name__}, not a context manager")
+    return manager
 
 
 def supports_default_prompt_cache_key(model: object) -> bool:
