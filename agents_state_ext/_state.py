@@ -280,11 +280,13 @@ class ConversationState:
             self._lifecycle.prepare_resume(input)
         if isinstance(input, RunState):
             _compat.repair_turn_count(input)
-        known = {d.handoff for d in self.downgrades}
-        for downgrade in guard_handoffs(agent, self, base, warn=False):
-            if downgrade.handoff not in known:
-                warn_nesting_disabled(downgrade)
-                self.downgrades.append(downgrade)
+        downgrades = guard_handoffs(agent, self, base, warn=False)
+        if downgrades:
+            known = {d.handoff for d in self.downgrades}
+            for downgrade in downgrades:
+                if downgrade.handoff not in known:
+                    warn_nesting_disabled(downgrade)
+                    self.downgrades.append(downgrade)
         kwargs = self._runner_kwargs(runner_kwargs)
         if self.strategy == "session" and isinstance(input, list) and any(map(_item_id, input)):
             # Items with server ids may already be in the session (a compaction's window).
@@ -544,6 +546,9 @@ def _skip_held_items(user_callback: Any) -> Any:
     return merge
 
 
+_REFUSERS: dict[str, Any] = {}
+
+
 def _item_id(item: Any) -> str | None:
     value = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
     return value if isinstance(value, str) and value else None
@@ -552,8 +557,16 @@ def _item_id(item: Any) -> str | None:
 def _refuse_session(strategy: str) -> Any:
     """A ``session_input_callback`` that refuses the run: a session beside a server owner.
 
-    The SDK calls it only when a ``session`` was passed to ``Runner``, before any request.
+    The SDK calls it only when a ``session`` was passed to ``Runner``, before any request. It
+    depends on the strategy alone, so one per strategy is made and handed to every run.
     """
+    refuse = _REFUSERS.get(strategy)
+    if refuse is None:
+        refuse = _REFUSERS[strategy] = _make_refuser(strategy)
+    return refuse
+
+
+def _make_refuser(strategy: str) -> Any:
 
     def refuse(history: list[Any], new_input: list[Any]) -> list[Any]:
         raise MixedStateOwnerError(
