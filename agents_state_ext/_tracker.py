@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._ids import uuid4_hex
 from ._items import Facts, ItemKeys, facts, item_to_dict
 from ._items import digest as _digest
 from ._items import keys as _keys
@@ -90,7 +90,7 @@ class ServerConversationTracker:
         self._previous_response_id = previous_response_id
         self._conversation_id = conversation_id
         self._max_digests = max_digests
-        self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{_uuid4_hex()}"
+        self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
         self._item_ids: set[str] = set()
         self._call_ids: set[str] = set()
@@ -692,14 +692,6 @@ class ServerConversationTracker:
             f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
             f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
         )
-
-
-def _uuid4_hex() -> str:
-    """``uuid.uuid4().hex``, without building a ``UUID`` (a conversation is made per run)."""
-    value = int.from_bytes(os.urandom(16), "big")
-    # What UUID(bytes=..., version=4) sets: the RFC 4122 variant, then the version.
-    value = (value & ~(0xC000 << 48) | (0x8000 << 48)) & ~(0xF000 << 64) | (4 << 76)
-    return f"{value:032x}"
 
 
 def _new_entry(response_id: str | None, previous: str | None, sent: list[Any]) -> dict[str, Any]:
