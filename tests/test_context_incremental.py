@@ -224,6 +224,42 @@ def test_builds_under_one_budget_agree_with_fresh_builds_turn_after_turn(
         check(graph, index, counter, budget, as_path=as_path and pick % 7 == 0)
 
 
+class NumberCounter:
+    """Counts a message as the numbers its items' contents start with: costs set by the test."""
+
+    def count(self, message_id: str, items: Sequence[Any]) -> int:
+        return sum(int(str(item.get("content", "0")).split()[0]) for item in items)
+
+
+def test_a_new_turn_that_changes_several_older_picks_agrees_with_a_fresh_build() -> None:
+    # Turns cost 2, 2, 2, 20, 10, 10 (oldest first) and the budget leaves 26 for history:
+    # the build picks the two 10s, skips the 20, then takes the three 2s. A new turn of 12
+    # leaves room for one 10 only, and then for two of the 2s: two older picks change at once.
+    graph = new_graph()
+    graph.add_system("0")
+    turns = []
+    for cost in (2, 2, 2, 20, 10, 10):
+        user = graph.add_user("1")
+        attempt = graph.start_attempt()
+        graph.complete(attempt.id, items=[{"role": "assistant", "content": str(cost - 1)}])
+        turns.append((user.id, attempt.id))
+    graph.add_user("0")
+    counter, index = NumberCounter(), ContextIndex()
+    first = select_context(graph, budget=26, counter=counter, index=index)
+    picked = [turns[t] for t in (0, 1, 2, 4, 5)]
+    assert [n.id for n in first.nodes[1:-1]] == [i for pair in picked for i in pair]
+    prompt = graph.active_leaf
+    attempt = graph.start_attempt()
+    graph.complete(attempt.id, items=[{"role": "assistant", "content": "12"}])
+    graph.add_user("0")
+    reused = select_context(graph, budget=26, counter=counter, index=index)
+    fresh = select_context(graph.active_path(), budget=26, counter=counter)
+    assert summary(reused) == summary(fresh)
+    picked = [turns[1], turns[2], turns[5], (prompt, attempt.id)]
+    assert [n.id for n in reused.nodes[1:-1]] == [i for pair in picked for i in pair]
+    assert reused.used == 26
+
+
 def long_graph(turns: int) -> ConversationGraph:
     graph = new_graph()
     graph.add_system("be brief")
