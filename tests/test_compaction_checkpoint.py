@@ -8,10 +8,10 @@ the old conversation), whether the app starts a new turn or resumes the RunState
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _runs import STREAMED, turn
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import ConversationState, MixedStateOwnerError, StateBlobError
@@ -20,23 +20,7 @@ from agents_state_ext.testing import MockResponsesAPI, Reply, describe_items
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
 
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 STRATEGIES = pytest.mark.parametrize("strategy", ["previous_response", "conversation"])
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
-
-
-async def turn(state: ConversationState, agent: Agent[Any], input: Any, streamed: bool) -> Any:
-    if not streamed:
-        return await state.run(agent, input)
-    result = state.run_streamed(agent, input)
-    async for _ in result.stream_events():
-        pass
-    return result
 
 
 def new_state(mock: MockResponsesAPI, strategy: str) -> ConversationState:

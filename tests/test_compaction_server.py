@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _runs import STREAMED, compact_bodies, turn
 from agents import Agent, function_tool, set_tracing_disabled
 
 from agents_state_ext import (
@@ -19,27 +19,6 @@ from agents_state_ext.testing import Fault, MockResponsesAPI, Reply, describe_it
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
-
-
-async def turn(state: ConversationState, agent: Agent[Any], input: Any, streamed: bool) -> Any:
-    if not streamed:
-        return await state.run(agent, input)
-    result = state.run_streamed(agent, input)
-    async for _ in result.stream_events():
-        pass
-    return result
-
-
-def compact_bodies(mock: MockResponsesAPI) -> list[dict[str, Any]]:
-    return [r.json for r in mock.requests if r.path == "/responses/compact"]
 
 
 def agent_for(mock: MockResponsesAPI) -> Agent[Any]:
