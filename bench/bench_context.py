@@ -480,6 +480,21 @@ def run(
                 fmt_spread(turn.ours, fmt_seconds),
                 **pair_cells(turn),
             )
+            # What ran just before each of our calls: in odd pairs the anchor's trim (over the
+            # whole history), in even pairs our own previous call and a collection (pair 0
+            # follows the warm-up's trim). Reported, not a target: the caches' share of the row.
+            after_trim, after_ours = turn.ours[1::2], turn.ours[2::2]
+            if after_trim and after_ours:
+                d["new_turn_by_predecessor"] = {
+                    "after_trim_median_s": median(after_trim),
+                    "after_own_call_median_s": median(after_ours),
+                }
+                section.notes.append(
+                    f"{label}: one new turn, then select: ours right after trim's call "
+                    f"{fmt_spread(after_trim, fmt_seconds)}, right after its own previous call "
+                    f"{fmt_spread(after_ours, fmt_seconds)} ({len(after_trim)} and "
+                    f"{len(after_ours)} samples)"
+                )
         cold = result["cold_vs_raw"]
         section.target(
             f"cold counting ≤ 1.2x one raw tiktoken pass at {_label(size)} messages",
