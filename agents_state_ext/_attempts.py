@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ._items import jsonable
 from .types import AttemptStatus
 
 __all__ = [
@@ -29,18 +30,8 @@ __all__ = [
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=jsonable
     ).encode("utf-8")
-
-
-def _jsonable(value: Any) -> Any:
-    """A value ``json`` cannot write, as JSON data (pydantic models dumped, else its repr)."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    return repr(value)
 
 
 def part_digest(value: Any) -> str:

@@ -274,20 +274,13 @@ class ContextIndex:
                     required_ids=tuple(node.id for node, _ in required),
                     turns=len(picked),
                 )
-        turn_at = self._turn_at
+        history = self._pairs(picked)
+        if history is None:
+            return self._stale_turn(picked)
         chosen = [node for node, _ in required[:-1]]
+        chosen += history[0]
+        tokens.update(zip(map(_id_of, history[0]), history[1], strict=True))
         items = [item for node in chosen for item in node.items]
-        pair_counts = self._pair_counts
-        for t in reversed(picked):
-            at = turn_at[t]
-            user, assistant = nodes[at], nodes[at + 1]
-            if user.status != "complete" or assistant.status != "complete":
-                return at
-            chosen += (user, assistant)
-            items += user.items
-            items += assistant.items
-            tokens[user.id] = pair_counts[2 * t]
-            tokens[assistant.id] = pair_counts[2 * t + 1]
         chosen.append(active)
         items += active.items
         selection = ContextSelection(
@@ -305,7 +298,7 @@ class ContextIndex:
                 _Lists(chosen[:], items[:], dict(tokens)),
                 picked,
                 budget,
-                len(turn_at),
+                len(self._turn_at),
                 required[:-1],
             )
         else:
@@ -370,6 +363,15 @@ class ContextIndex:
         counts.update(zip(map(_id_of, added_nodes), added_counts, strict=True))
         counts.update(tokens)
         return lists
+
+    def _stale_turn(self, picked: list[int]) -> int:
+        """The path position of the oldest picked turn that is no longer complete."""
+        nodes = self._nodes
+        for t in reversed(picked):
+            at = self._turn_at[t]
+            if nodes[at].status != "complete" or nodes[at + 1].status != "complete":
+                return at
+        raise AssertionError("every picked turn is complete")  # pragma: no cover
 
     def _pairs(self, turns: list[int]) -> tuple[list[Node], list[int]] | None:
         """The nodes of ``turns`` (newest first) in time order, and their counts.

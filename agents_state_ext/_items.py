@@ -19,6 +19,7 @@ __all__ = [
     "facts",
     "field",
     "item_to_dict",
+    "jsonable",
     "keys",
     "stable_key",
 ]
@@ -99,12 +100,7 @@ Facts = tuple[ItemKeys, Any, "tuple[str, str] | None"]
 
 def keys(item: Any) -> ItemKeys:
     """The dedupe keys of one item (see :class:`ItemKeys`)."""
-    if type(item) is dict or isinstance(item, Mapping):
-        get = item.get
-        item_id, kind = get("id"), get("type")
-    else:
-        get = None
-        item_id, kind = getattr(item, "id", None), getattr(item, "type", None)
+    get, item_id, kind = _head(item)
     output = isinstance(kind, str) and kind.endswith("_output")
     return _keys(item, get, item_id, kind, output, _read(item, get, "call_id") if output else None)
 
@@ -114,12 +110,7 @@ def facts(item: Any) -> Facts:
 
     This runs for every item of every request; its keys are always :func:`keys`'s.
     """
-    if type(item) is dict or isinstance(item, Mapping):
-        get = item.get
-        item_id, kind = get("id"), get("type")
-    else:
-        get = None
-        item_id, kind = getattr(item, "id", None), getattr(item, "type", None)
+    get, item_id, kind = _head(item)
     output = isinstance(kind, str) and kind.endswith("_output")
     calls = kind in CALL_OUTPUT_TYPES
     call_id = _read(item, get, "call_id") if output or calls else None
@@ -127,6 +118,14 @@ def facts(item: Any) -> Facts:
     if calls and isinstance(call_id, str) and call_id:
         return found, kind, (call_id, cast(str, kind))
     return found, kind, None
+
+
+def _head(item: Any) -> tuple[Any, Any, Any]:
+    """How to read ``item``'s fields (its ``get``, or None for attributes), its id and type."""
+    if type(item) is dict or isinstance(item, Mapping):
+        get = item.get
+        return get, get("id"), get("type")
+    return None, getattr(item, "id", None), getattr(item, "type", None)
 
 
 def _read(item: Any, get: Any, name: str) -> Any:
@@ -186,3 +185,16 @@ def stable_key(keys: ItemKeys) -> str | None:
     if keys.output_call_id is not None:
         return f"output:{keys.output_call_id}"
     return None
+
+
+def jsonable(value: Any) -> Any:
+    """A value ``json`` cannot write, as JSON data (pydantic models dumped, else its repr).
+
+    The ``default=`` of every ``json.dumps`` that records what a request carried.
+    """
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return repr(value)

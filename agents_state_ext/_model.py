@@ -30,7 +30,7 @@ from openai.types.responses import (
 
 from . import _compat
 from ._attempts import part_digest, request_digest
-from ._items import item_to_dict
+from ._items import item_to_dict, jsonable
 from ._run import REQUEST_HISTORY, PartialOutput, RequestCall, RunLifecycle, SentRequest
 from ._stored import completed_event, stored_response
 from ._tracker import ServerConversationTracker
@@ -136,8 +136,7 @@ class TrackedModel(_compat.ModelHooks, Model):
                 conversation_id=call.conversation_id, prompt=prompt,
             )  # fmt: skip
         _succeed(call, response.response_id, list(response.output), self.inner)
-        if self.lifecycle.checkpoint_hook is not None:
-            await self.lifecycle.checkpoint()
+        await self.lifecycle.checkpoint()
         return response
 
     async def stream_response(
@@ -187,8 +186,7 @@ class TrackedModel(_compat.ModelHooks, Model):
                     _succeed(
                         call, event.response.id or None, list(event.response.output), self.inner
                     )
-                    if self.lifecycle.checkpoint_hook is not None:
-                        await self.lifecycle.checkpoint()
+                    await self.lifecycle.checkpoint()
                 yield event
             if not call.done:
                 call.fail(None)
@@ -271,8 +269,6 @@ def _succeed(call: RequestCall, response_id: str | None, output: list[Any], mode
 
 async def _checkpoint_before(call: RequestCall) -> None:
     """Save the ledger with ``call`` marked sent, before it goes out; if that fails, withdraw it."""
-    if call.lifecycle.checkpoint_hook is None:
-        return
     try:
         await call.lifecycle.checkpoint()
     except BaseException as exc:
@@ -461,16 +457,7 @@ def tool_definitions(tools: list[Tool], handoffs: list[Handoff]) -> list[dict[st
 
 def _plain(value: Any) -> Any:
     """``value`` as plain JSON data (TypedDicts, pydantic models, tuples)."""
-    return json.loads(json.dumps(value, default=_default))
-
-
-def _default(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    return repr(value)
+    return json.loads(json.dumps(value, default=jsonable))
 
 
 def wire_request(

@@ -42,15 +42,13 @@ class ToolOutputHooks(RunHooks[Any]):
         call_id = getattr(context, "tool_call_id", None)
         if isinstance(tool, FunctionTool) and isinstance(call_id, str):
             self.lifecycle.tool_finished(_output_item(call_id, tool, context, result))
-            if self.lifecycle.checkpoint_hook is not None:
-                await self.lifecycle.checkpoint()
+            await self.lifecycle.checkpoint()
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
 
     async def on_agent_start(self, context: Any, agent: Any) -> None:
         """Save a held ledger (the run's input), then call the app's hook."""
-        if self.lifecycle.checkpoint_hook is not None:
-            await self.lifecycle.checkpoint()
+        await self.lifecycle.checkpoint()
         if self.inner is not None:
             await self.inner.on_agent_start(context, agent)
 
@@ -58,8 +56,7 @@ class ToolOutputHooks(RunHooks[Any]):
         self, context: Any, agent: Any, system_prompt: str | None, input_items: Any
     ) -> None:
         """Save a held ledger, then call the app's hook."""
-        if self.lifecycle.checkpoint_hook is not None:
-            await self.lifecycle.checkpoint()
+        await self.lifecycle.checkpoint()
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
