@@ -6,17 +6,19 @@ that does not fit skipped while older ones are still considered; everything is s
 order; ``used`` is the exact sum of the picked counts; when the required parts alone exceed
 the budget they stay selected with no history and ``overflow`` is true.
 
-A walk newest→oldest stops as soon as the remaining budget is below the cheapest older turn
+A walk newest→oldest takes a run of consecutive turns that fit together in one binary search
+over running totals, stops as soon as the remaining budget is below the cheapest older turn
 (a prefix minimum), and jumps over a run of turns too big to fit by following, from a turn
-that does not fit, the pointer to the nearest older turn that is cheaper. Both are kept per
-conversation in a :class:`ContextIndex`, which also holds the counts, so a warm build touches
-only what it keeps plus the few turns it jumps through.
+that does not fit, the pointer to the nearest older turn that is cheaper. All three are kept
+per conversation in a :class:`ContextIndex`, which also holds the counts, so a build's walk
+costs the runs it takes and the few turns it jumps through, not the turns it keeps.
 """
 
 from __future__ import annotations
 
 import operator
 import threading
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count, islice
@@ -60,10 +62,15 @@ class ContextSelection:
 
 
 class _Turns:
-    """Turn costs in time order with the two indexes that let a walk skip what cannot fit."""
+    """Turn costs in time order with the indexes that let a walk skip what cannot fit.
+
+    ``total[k]`` is the cost of the turns before turn ``k``, so a run of consecutive turns
+    that fits is found by one binary search instead of a step per turn.
+    """
 
     def __init__(self) -> None:
         self.cost: list[int] = []
+        self.total: list[int] = [0]
         self.prefix_min: list[int] = []
         # prev_cheaper[j]: the nearest older turn strictly cheaper than turn j, or -1.
         self.prev_cheaper: list[int] = []
@@ -72,34 +79,47 @@ class _Turns:
         self.extend((cost,))
 
     def extend(self, costs: Sequence[int]) -> None:
-        cost, prefix_min, prev_cheaper = self.cost, self.prefix_min, self.prev_cheaper
+        cost, total = self.cost, self.total
+        prefix_min, prev_cheaper = self.prefix_min, self.prev_cheaper
         low = prefix_min[-1] if prefix_min else None
+        running = total[-1]
         for c in costs:
             older = len(cost) - 1
             while older >= 0 and cost[older] >= c:
                 older = prev_cheaper[older]
             cost.append(c)
+            running += c
+            total.append(running)
             if low is None or c < low:
                 low = c
             prefix_min.append(low)
             prev_cheaper.append(older)
 
     def truncate(self, n: int) -> None:
-        del self.cost[n:], self.prefix_min[n:], self.prev_cheaper[n:]
+        del self.cost[n:], self.total[n + 1 :], self.prefix_min[n:], self.prev_cheaper[n:]
 
     def pick(self, remaining: int) -> tuple[list[int], int]:
-        """Turns picked newest first for a budget of ``remaining``, and what is left over."""
-        cost, prefix_min, prev_cheaper = self.cost, self.prefix_min, self.prev_cheaper
+        """Turns picked newest first for a budget of ``remaining``, and what is left over.
+
+        Newest first, a turn that fits is taken and one that does not is skipped. A run of
+        turns taken back to back is found in one binary search over the running totals; a
+        skipped turn leads, through ``prev_cheaper``, to the next older turn that can fit.
+        """
+        cost, total = self.cost, self.total
+        prefix_min, prev_cheaper = self.prefix_min, self.prev_cheaper
         picked: list[int] = []
         j = len(cost) - 1
         while j >= 0 and prefix_min[j] <= remaining:
-            c = cost[j]
-            if c <= remaining:
-                picked.append(j)
-                remaining -= c
-                j -= 1
+            if cost[j] <= remaining:
+                # The oldest turn `first` with turns first..j fitting together; the turn
+                # before it does not fit in what they leave.
+                end = total[j + 1]
+                first = bisect_left(total, end - remaining, 0, j)
+                picked += range(j, first - 1, -1)
+                remaining -= end - total[first]
+                j = first - 1
             else:
-                # Every turn between prev_cheaper[j] and j costs at least c: none fits.
+                # Every turn between prev_cheaper[j] and j costs at least cost[j]: none fits.
                 j = prev_cheaper[j]
         return picked, remaining
 
@@ -120,8 +140,24 @@ class _LastBuild:
     lists: _Lists
     picked: list[int]
     budget: int
-    turns: int
+    turns: int  # how many turns were indexed
     required: list[tuple[Node, int]]
+    used: int
+    required_ids: tuple[str, ...]
+
+    def selection(self) -> ContextSelection:
+        """A selection of this build, with lists of its own."""
+        lists = self.lists
+        return ContextSelection(
+            nodes=lists.nodes[:],
+            items=lists.items[:],
+            tokens=lists.tokens.copy(),
+            used=self.used,
+            budget=self.budget,
+            overflow=False,
+            required_ids=self.required_ids,
+            turns=len(self.picked),
+        )
 
 
 class ContextIndex:
@@ -131,11 +167,11 @@ class ContextIndex:
 
     Given the :class:`ConversationGraph` itself, a build reads the graph's own active path
     (no copy) and asks the graph which nodes changed status since the last build: a build
-    after no change costs what it keeps, one after a new turn indexes that turn, whatever
-    the history's length. Under the same budget, such a build also starts from the last
-    one's lists, edited at the ends (the turns it no longer keeps out, the new turn in), so
-    only the turns that came or went are read. Change the graph's nodes only through the
-    graph, as it requires.
+    after no change returns copies of the last one's lists, one after a new turn indexes
+    that turn, whatever the history's length. Under the same budget, such a build also
+    starts from the last one's lists, edited at the ends (the turns it no longer keeps out,
+    the new turn in), so only the turns that came or went are read. Change the graph's
+    nodes only through the graph, as it requires.
 
     Given a path (a list of nodes, each the parent of the next), the newest node an old and
     a new path share (same object) marks their common prefix, and only the nodes after it
@@ -218,6 +254,9 @@ class ContextIndex:
             ):
                 self._sync(path, end, counter, graph)
                 self._fresh = False
+            elif self._fresh and (last := self._last) is not None and last.budget == budget:
+                # Nothing changed since the last build, under the same budget: its result.
+                return last.selection()
             while True:
                 selection = self._select(active, budget, counter)
                 if isinstance(selection, ContextSelection):
@@ -263,17 +302,17 @@ class ContextIndex:
         ):
             reused = self._reuse(last, active, required, tokens, picked)
             if reused is not None:
-                self._last = _LastBuild(reused, picked, budget, len(self._turn_at), required[:-1])
-                return ContextSelection(
-                    nodes=reused.nodes[:],
-                    items=reused.items[:],
-                    tokens=dict(reused.tokens),
-                    used=budget - left,
-                    budget=budget,
-                    overflow=False,
-                    required_ids=tuple(node.id for node, _ in required),
-                    turns=len(picked),
+                last = _LastBuild(
+                    reused,
+                    picked,
+                    budget,
+                    len(self._turn_at),
+                    required[:-1],
+                    budget - left,
+                    tuple(tokens),
                 )
+                self._last = last
+                return last.selection()
         history = self._pairs(picked)
         if history is None:
             return self._stale_turn(picked)
@@ -300,6 +339,8 @@ class ContextIndex:
                 budget,
                 len(self._turn_at),
                 required[:-1],
+                selection.used,
+                selection.required_ids,
             )
         else:
             self._last = None

@@ -160,7 +160,11 @@ def write_page(page: Path, report: dict[str, Any]) -> None:
         raise SystemExit(f"{page} has no {BEGIN} ... {END} markers")
     before, rest = text.split(BEGIN, 1)
     _, after = rest.split(END, 1)
-    block = f"{BEGIN}\n{_run_facts(report)}\n\n{targets_table(report)}\n{END}"
+    notes = [n for section in report["sections"].values() for n in section.get("page_notes", [])]
+    parts = [BEGIN, _run_facts(report), "", targets_table(report)]
+    if notes:
+        parts += ["", *(f"- {note}" for note in notes)]
+    block = "\n".join([*parts, END])
     page.write_text(before + block + after)
 
 

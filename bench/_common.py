@@ -362,6 +362,8 @@ class Section:
     checks: list[str] = field(default_factory=list)
     targets: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Notes the page prints under the table (the rest are printed and kept in the JSON).
+    page_notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
     def target(
@@ -395,6 +397,7 @@ class Section:
             "checks": self.checks,
             "targets": self.targets,
             "notes": self.notes,
+            "page_notes": self.page_notes,
             "details": self.details,
         }
 
@@ -415,7 +418,7 @@ class Section:
             lines.append("| " + " | ".join(cells) + " |")
         for check in self.checks:
             lines.append(f"- check: {check}")
-        for note in self.notes:
+        for note in (*self.notes, *self.page_notes):
             lines.append(f"- {note}")
         lines += [target_line(t) for t in self.targets]
         return "\n".join(lines)

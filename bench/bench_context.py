@@ -332,8 +332,8 @@ def bench_size(size: int, pairs: Mapping[str, int]) -> dict[str, Any]:
     result["check"]["cache_entries"] = len(cache)
 
     # One new turn, then the next request: each call adds a turn to its own side.
-    supply = _new_turns(pairs["fast"] + 2, seed=size)
-    ours_supply, theirs_supply = iter(supply), iter(supply)
+    supply = _new_turns(2 * pairs["fast"] + 4, seed=size)
+    ours_supply, theirs_supply, floor_supply = iter(supply), iter(supply), iter(supply)
     counter_ids = iter(range(10**9))
 
     def ours_turn() -> Any:
@@ -352,6 +352,18 @@ def bench_size(size: int, pairs: Mapping[str, int]) -> dict[str, Any]:
         return trim(lc_messages, cached)
 
     result["new_turn"] = timed_pairs(ours_turn, theirs_turn, pairs["fast"])
+
+    # The floor of that row for any exact counter: the two new messages' texts encoded, and
+    # nothing else, in the same pairs against the same trim step (the next turns' texts).
+    encode = encoding.encode_ordinary
+
+    def floor_turn() -> int:
+        items, prompt = next(floor_supply)
+        return len(encode(items[0]["content"][0]["text"])) + len(encode(prompt))
+
+    for _ in range(pairs["fast"] + 1):  # the texts the first run already used
+        next(floor_supply)
+    result["new_turn_floor"] = timed_pairs(floor_turn, theirs_turn, pairs["fast"])
     ours = select_ours(graph, counter, index)
     result["check"]["after_new_turns_within_budget"] = ours.used <= BUDGET and not ours.overflow
     return result
@@ -435,6 +447,8 @@ def run(
             ("warm select vs trim warm cache", "trim warm cache", result["warm_vs_trim_cached"]),
             ("one new turn, then select vs trim warm cache", "trim warm cache",
              result["new_turn"]),
+            ("floor: the new turn's two exact encodes alone vs trim warm cache",
+             "trim warm cache", result["new_turn_floor"]),
             ("cold counting vs raw tiktoken pass", "raw tiktoken", result["cold_vs_raw"]),
         ]  # fmt: skip
         for case, anchor, timed in rows:
@@ -479,6 +493,15 @@ def run(
                 median(turn.ours) <= 100e-6,
                 fmt_spread(turn.ours, fmt_seconds),
                 **pair_cells(turn),
+            )
+            floor = result["new_turn_floor"]
+            d["new_turn_floor_median_s"] = median(floor.ours)
+            section.page_notes.append(
+                f"The one-new-turn row's floor at {_label(size)} messages: the two new "
+                "messages' texts encoded exactly and nothing else, in pairs against the same "
+                f"trim step in this run: {fmt_spread(floor.ours, fmt_seconds)} (ours, all of "
+                f"it: {fmt_spread(turn.ours, fmt_seconds)}). No exact counter makes the row "
+                "cost less than its floor on this machine."
             )
             # What ran just before each of our calls: in odd pairs the anchor's trim (over the
             # whole history), in even pairs our own previous call and a collection (pair 0
