@@ -35,6 +35,7 @@ def test_context_suite_produces_every_row_within_budget() -> None:
         "120 msgs: warm select vs trim exact",
         "120 msgs: warm select vs trim warm cache",
         "120 msgs: one new turn, then select vs trim warm cache",
+        "120 msgs: floor: the new turn's two exact encodes alone vs trim warm cache",
         "120 msgs: cold counting vs raw tiktoken pass",
         "120 msgs: memory, graph vs the SDK's item list",
     ):
@@ -51,6 +52,9 @@ def test_context_suite_produces_every_row_within_budget() -> None:
     assert any("one new turn" in n for n in names)
     assert any("cold counting" in n for n in names)
     assert any("memory" in n for n in names)
+    # The one-new-turn row's floor goes to the page, under the table.
+    assert [n for n in section.page_notes if "floor at 120 messages" in n]
+    assert section.to_json()["page_notes"] == section.page_notes
 
 
 def test_tracker_suite_drives_the_sdk_as_its_run_loop_does() -> None:
@@ -141,6 +145,43 @@ def test_entry_point_writes_json_and_the_page_table(
     for target in report["sections"]["tracker"]["targets"]:
         assert target["target"] in text
     assert "`python -m bench --quick --only tracker`" in text
+
+
+def test_page_notes_are_written_under_the_table(tmp_path: Path) -> None:
+    page = tmp_path / "performance.md"
+    page.write_text(f"{bench_main.BEGIN}\n{bench_main.END}\n")
+    section = bench_main.Section("t", "ours", "anchor")
+    section.target("a target", True, "1x")
+    section.page_notes.append("the floor of a row")
+    report = json.loads(_report(section))
+    bench_main.write_page(page, report)
+    text = page.read_text()
+    table_end = text.index("| a target")
+    assert text.index("- the floor of a row") > table_end
+    assert text.endswith(f"- the floor of a row\n{bench_main.END}\n")
+
+
+def _report(section: bench_main.Section) -> str:
+    """A report of one section, as ``main`` writes it to JSON."""
+    machine = {
+        "cores": 2,
+        "processor": "x",
+        "platform": "p",
+        "python": "3",
+        "packages": {},
+        "load_average": [0.0],
+        "load_average_end": [0.0],
+    }
+    return json.dumps(
+        {
+            "quick": False,
+            "command": "python -m bench",
+            "finished": "now",
+            "seconds": 1.0,
+            "machine": machine,
+            "sections": {"t": section.to_json()},
+        }
+    )
 
 
 def test_entry_point_refuses_a_page_without_markers(tmp_path: Path) -> None:
