@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -21,10 +20,8 @@ from agents import Agent, Runner, set_tracing_disabled
 
 from agents_state_ext import ConversationState
 
+from ._callgrind import UNDER_CALLGRIND, instrumentation_on
 from ._scripted import PROMPT, CannedModel, lookup_order
-
-UNDER_CALLGRIND = "BENCH_UNDER_CALLGRIND"
-"""Set by the parent when this script runs under callgrind with instrumentation off."""
 
 
 async def one_run(side: str, turns: int, streamed: bool) -> int:
@@ -55,20 +52,6 @@ async def many(side: str, turns: int, streamed: bool, runs: int) -> list[int]:
     return [await one_run(side, turns, streamed) for _ in range(runs)]
 
 
-def _instrumentation_on() -> None:
-    """Ask callgrind to instrument from here on, and spin until it has answered."""
-    control = subprocess.Popen(
-        ["callgrind_control", "--instr=on", str(os.getpid())],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    # callgrind reads its commands while this process runs code, not while it sleeps.
-    while control.poll() is None:
-        sum(range(100))
-    if control.returncode != 0:
-        raise SystemExit(f"callgrind_control failed: {control.returncode}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench._callgrind_run")
     parser.add_argument("--side", choices=("ours", "sdk"), required=True)
@@ -79,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     set_tracing_disabled(True)
     asyncio.run(many(args.side, args.turns, args.streamed, 1))
     if os.environ.get(UNDER_CALLGRIND) == "1":
-        _instrumentation_on()
+        instrumentation_on()
     responses = sys.call_tracing(
         asyncio.run, (many(args.side, args.turns, args.streamed, args.runs),)
     )

@@ -31,6 +31,7 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ from agents.usage import Usage
 
 from agents_state_ext import ConversationState, ServerConversationTracker, _compat
 
+from . import _callgrind as callgrind
 from ._common import Pairs, Row, Section, fmt_ratio, fmt_seconds, fmt_spread, median
 from ._scripted import PROMPT, CannedModel, lookup_order, recording, response_output, tool_result
 
@@ -260,6 +262,43 @@ def driving_check(turns: int = CHECK_TURNS) -> dict[str, Any]:
     return result
 
 
+def window_instructions(turns: int, checkpoint: int) -> int:
+    """Instructions of our tracker's turns in the window ending at ``checkpoint`` (callgrind)."""
+    first = max(1, checkpoint - WINDOW + 1)
+    args = ["--turns", str(turns), "--first", str(first), "--count", str(checkpoint - first + 1)]
+    return callgrind.instructions("bench._callgrind_tracker", args, instrument_at_start=False)
+
+
+def _instruction_flatness(section: Section, checkpoints: Sequence[int], quick: bool) -> None:
+    """The flatness target again, in instructions: what noise and caches cannot move."""
+    name = (
+        "tracker work per turn flat in run length (callgrind instructions, ours, last / first "
+        "checkpoint ≤ 1.5x)"
+    )
+    reason = "not measured: --quick" if quick else ""
+    if not reason and not callgrind.available():
+        reason = "not measured: valgrind not found"
+    if reason:
+        section.target(name, None, reason, ratio=reason)
+        section.details["instructions"] = reason
+        return
+    first, last = checkpoints[0], checkpoints[-1]
+    with ThreadPoolExecutor(2) as pool:  # instruction counts do not depend on load
+        early = pool.submit(window_instructions, last, first)
+        late = pool.submit(window_instructions, last, last)
+        counts = early.result(), late.result()
+    per_turn = [c / min(WINDOW, n) for c, n in zip(counts, (first, last), strict=True)]
+    growth = per_turn[1] / per_turn[0]
+    section.target(
+        name,
+        growth <= 1.5,
+        f"{growth:.3f}x from turn {first} to {last:,}",
+        ours=f"{per_turn[0] / 1e3:,.1f} k Ir → {per_turn[1] / 1e3:,.1f} k Ir a turn",
+        ratio=f"{growth:.3f}x (ours, last / first)",
+    )
+    section.details["instructions"] = {"per_turn": per_turn, "growth": growth}
+
+
 def run(*, quick: bool = False, checkpoints: Sequence[int] | None = None) -> Section:
     checkpoints = tuple(checkpoints or (QUICK_CHECKPOINTS if quick else CHECKPOINTS))
     turns = checkpoints[-1]
@@ -306,6 +345,7 @@ def run(*, quick: bool = False, checkpoints: Sequence[int] | None = None) -> Sec
         f"{fmt_seconds(last['anchor_median_s'])}",
         ratio=f"{growth:.2f}x (ours, last / first)",
     )
+    _instruction_flatness(section, checkpoints, quick)
     speedups = [sdk_times[t] / ours_times[t] for t in window_last]
     section.target(
         f"≥ 10x faster than the SDK's tracker at turn {turns:,}",

@@ -21,15 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from agents import Agent, ModelSettings, Runner, set_tracing_disabled
@@ -38,7 +32,7 @@ from agents.models.interface import Model
 from agents_state_ext import ConversationState
 from agents_state_ext.testing import MockResponsesAPI, Reply, ResponseContext
 
-from ._callgrind_run import UNDER_CALLGRIND
+from . import _callgrind as callgrind
 from ._common import Pairs, Row, Section, fmt_spread, interleaved_pairs, median, pair_cells
 from ._scripted import PROMPT, CannedModel, lookup_order
 
@@ -146,42 +140,11 @@ async def _time_cell(cell: Cell, pairs: int) -> tuple[Pairs, list[str]]:
 
 def callgrind_instructions(side: str, turns: int, streamed: bool) -> int | None:
     """Instructions executed by ``CALLGRIND_RUNS`` scripted runs of one side, or None."""
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+    if not callgrind.available():
         return None
-    root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "callgrind.out")
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--toggle-collect=sys_call_tracing",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            "-m",
-            "bench._callgrind_run",
-            "--side",
-            side,
-            "--turns",
-            str(turns),
-            "--runs",
-            str(CALLGRIND_RUNS),
-        ] + (["--streamed"] if streamed else [])
-        env = {**os.environ, UNDER_CALLGRIND: "1", "PYTHONHASHSEED": "0"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
-        return parse_callgrind_total(Path(out).read_text())
-
-
-def parse_callgrind_total(text: str) -> int:
-    """The total instruction count (``Ir``) of a callgrind output file."""
-    for key in ("totals", "summary"):
-        found = re.search(rf"^{key}:\s*(\d+)", text, re.MULTILINE)
-        if found:
-            return int(found.group(1))
-    raise ValueError("no totals or summary line in the callgrind output")
+    args = ["--side", side, "--turns", str(turns), "--runs", str(CALLGRIND_RUNS)]
+    args += ["--streamed"] if streamed else []
+    return callgrind.instructions("bench._callgrind_run", args, instrument_at_start=False)
 
 
 def _callgrind(section: Section, quick: bool) -> None:

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as bench_main
-from bench import _callgrind_run, bench_context, bench_store, bench_tracker, bench_wrapper
+from bench import (
+    _callgrind,
+    _callgrind_run,
+    _callgrind_tracker,
+    bench_context,
+    bench_store,
+    bench_tracker,
+    bench_wrapper,
+)
 
 
 def _measured(section: bench_main.Section, *, skip: str = "\0") -> None:
@@ -100,9 +108,9 @@ def test_callgrind_script_runs_and_its_output_parses(capsys: pytest.CaptureFixtu
     assert _callgrind_run.main(["--side", "sdk", "--turns", "2", "--runs", "1", "--streamed"]) == 0
     assert capsys.readouterr().out.count("responses per run: [3]") == 2
     text = "events: Ir\nfl=x\nfn=y\n16 2\nsummary: 123456\ntotals: 123456\n"
-    assert bench_wrapper.parse_callgrind_total(text) == 123456
+    assert _callgrind.parse_callgrind_total(text) == 123456
     with pytest.raises(ValueError):
-        bench_wrapper.parse_callgrind_total("events: Ir\n")
+        _callgrind.parse_callgrind_total("events: Ir\n")
 
 
 def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
@@ -145,6 +153,24 @@ def test_entry_point_writes_json_and_the_page_table(
     for target in report["sections"]["tracker"]["targets"]:
         assert target["target"] in text
     assert "`python -m bench --quick --only tracker`" in text
+
+
+def test_tracker_window_script_runs_and_refuses_a_window_outside_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Without callgrind the script only drives the tracker; the full bench counts its window.
+    assert _callgrind_tracker.main(["--turns", "12", "--first", "3", "--count", "4"]) == 0
+    sent = int(capsys.readouterr().out.rsplit(":", 1)[1])
+    assert sent > 0
+    with pytest.raises(SystemExit):
+        _callgrind_tracker.main(["--turns", "12", "--first", "10", "--count", "4"])
+
+
+def test_tracker_instruction_target_is_not_measured_in_a_quick_run() -> None:
+    section = bench_main.Section("t", "ours", "anchor")
+    bench_tracker._instruction_flatness(section, (10, 40), quick=True)
+    (target,) = section.targets
+    assert target["met"] is None and "callgrind instructions" in target["target"]
 
 
 def test_page_notes_are_written_under_the_table(tmp_path: Path) -> None:
