@@ -17,6 +17,9 @@ Rows, per history size:
   with an answer, the user sends the next prompt, and the next request is built; on trim's
   side the same two messages are appended to its list and trimmed with the warm cache. Each
   pair adds one turn to both sides.
+- its floor: the same pairs against the same trim step, our side only encoding the next
+  turn's two texts exactly (what any exact counter pays for that row); printed under the
+  page's table.
 - cold counting vs a raw tiktoken pass: ours with an empty counter and a new
   ``ContextIndex``, so every message it indexes is encoded; the raw pass is
   ``encode_ordinary`` over exactly the texts that build counts (system messages, the active

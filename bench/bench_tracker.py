@@ -22,6 +22,10 @@ scripted model, and a real ``ConversationState.previous_response().run``, with e
 call on each tracker class recorded (method, and the kinds and ids of its arguments); the
 benchmark's own drivers are recorded the same way over the same turns, and the sequences must
 be equal.
+
+Flatness is also counted in instructions (:func:`window_instructions`): callgrind counts our
+tracker's turns in the first and the last checkpoint's window of the same run, which the
+machine's caches and load cannot move.
 """
 
 from __future__ import annotations
