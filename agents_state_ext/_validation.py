@@ -53,7 +53,7 @@ def validate_run_settings(
     given ones (or with the state's ledger); replayed input that holds items the server already
     acknowledged; a model that cannot honour server-managed state (Chat Completions); output
     guardrails anywhere in the agent graph under server ownership (a rejected response would
-    stay in the server's history); and ``store=False`` under the previous_response strategy.
+    stay in the server's history); and ``store=False`` under either server strategy.
     Nothing is sent by this function.
     """
     server_ids = [
@@ -121,15 +121,16 @@ def validate_run_settings(
             "Move the check into an input guardrail or a tool, or use a client-managed "
             "strategy (replay / session) where rejected output can be left out.",
         )
-    if state.strategy == "previous_response":
-        for where, store in _store_settings(graph, run_config):
-            if store is False:
-                raise _mixed(
-                    owner,
-                    f"store=False in the model settings of {where}, so no response is kept "
-                    "to chain from",
-                    "Set store=True (the default) or use ConversationState.replay().",
-                )
+    # Both server owners need the server to keep what it answered: a chain needs the stored
+    # response, a conversation its stored items.
+    kept = "response to chain from" if state.strategy == "previous_response" else "item"
+    for where, store in _store_settings(graph, run_config):
+        if store is False:
+            raise _mixed(
+                owner,
+                f"store=False in the model settings of {where}, so no {kept} is kept on the server",
+                "Set store=True (the default) or use ConversationState.replay().",
+            )
 
 
 def _acknowledged(tracker: Any, item: Any) -> bool:

@@ -67,6 +67,15 @@ def store_false_on_agent(
     return ConversationState.previous_response(), agent_for(m, store=False), "hi", {}
 
 
+def conversation_store_false_on_agent(m: MockResponsesAPI) -> Setup:
+    return ConversationState.conversation("conv_x"), agent_for(m, store=False), "hi", {}
+
+
+def conversation_store_false_in_run_config(m: MockResponsesAPI) -> Setup:
+    config = RunConfig(model_settings=ModelSettings(store=False))
+    return ConversationState.conversation("conv_x"), agent_for(m), "hi", {"run_config": config}
+
+
 def store_false_in_run_config(m: MockResponsesAPI) -> Setup:
     config = RunConfig(model_settings=ModelSettings(store=False))
     return ConversationState.previous_response(), agent_for(m), "hi", {"run_config": config}
@@ -92,6 +101,8 @@ MIXED: dict[str, Case] = {
     "conversation + chat completions handoff target": chat_completions_handoff,
     "previous_response + store=False on the agent": store_false_on_agent,
     "previous_response + store=False in RunConfig": store_false_in_run_config,
+    "conversation + store=False on the agent": conversation_store_false_on_agent,
+    "conversation + store=False in RunConfig": conversation_store_false_in_run_config,
 }
 
 
@@ -154,8 +165,13 @@ def test_validate_run_settings_on_its_own() -> None:
     validate_run_settings(ConversationState.replay(), input=[{"role": "user", "content": "x"}])
 
 
-def test_run_config_rejects_store_false_under_previous_response() -> None:
-    state = ConversationState.previous_response()
+@pytest.mark.parametrize("strategy", ["previous_response", "conversation"])
+def test_run_config_rejects_store_false_under_a_server_owner(strategy: str) -> None:
+    state = (
+        ConversationState.previous_response()
+        if strategy == "previous_response"
+        else ConversationState.conversation("conv_1")
+    )
     with pytest.raises(MixedStateOwnerError, match="store=False"):
         state.run_config(RunConfig(model_settings=ModelSettings(store=False)))
     ConversationState.replay().run_config(RunConfig(model_settings=ModelSettings(store=False)))
