@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._attempts import AttemptDiff, AttemptRecord, explain
+from ._carry import ReasoningDroppedWarning
 from ._compaction import CompactionResult
 from ._context import ContextIndex, ContextSelection, select_context
 from ._filters import tracked_input_filter
@@ -102,6 +103,7 @@ __all__ = [
     "PartialOutput",
     "PendingApproval",
     "PreviousResponseNotFoundError",
+    "ReasoningDroppedWarning",
     "Replay",
     "ReplayObstacle",
     "ReplayReport",

@@ -76,7 +76,11 @@ class AttemptRecord:
     ``request_id`` is the attempt's id for its request, sent as the ``X-Client-Request-Id``
     header; ``server_request_id`` is the ``x-request-id`` the server answered with.
     ``replay_of`` is the attempt this one replays (``Conversation.replay``). ``trace_id`` is
-    the id of the SDK trace the attempt ran in (``None`` with tracing off).
+    the id of the SDK trace the attempt ran in (``None`` with tracing off). ``reasoning``
+    says what the request did with the reasoning items of the history it sent itself
+    (``carried``: sent inline with their encrypted content; ``dropped``: left out, their
+    items sent without ids); empty when it sent none. ``usage`` holds
+    ``reasoning_tokens`` too (the answer's ``output_tokens_details``).
 
     ``status`` is ``queued`` while in flight, ``awaiting_approval`` while tool calls wait for
     a person, then ``complete``, ``cancelled`` or ``failed`` — kept after an edit made the
@@ -118,6 +122,7 @@ class AttemptRecord:
     invalidated_at: float | None = None
     replay_of: str | None = None
     trace_id: str | None = None
+    reasoning: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this record."""

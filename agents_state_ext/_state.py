@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 
 from . import _compat, _persistence
 from ._binding import bind_agent, keep_session_history, session_graph
+from ._carry import carry_reasoning
 from ._compaction import CompactionMode, CompactionResult, compact_state
 from ._filters import tracked_input_filter
 from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
@@ -292,6 +293,8 @@ class ConversationState:
             # Items with server ids may already be in the session (a compaction's window).
             config = kwargs["run_config"]  # this run's own copy
             config.session_input_callback = _skip_held_items(config.session_input_callback)
+        if self._lifecycle is None:  # the app sends the history: it must not need the server
+            carry_reasoning(kwargs["run_config"], list(walk_agents(agent)))
         bound, graph = self._bind_graph(agent)
         return bound, graph, kwargs
 

@@ -57,6 +57,7 @@ PUBLIC = {
         "PartialOutput",
         "PendingApproval",
         "PreviousResponseNotFoundError",
+        "ReasoningDroppedWarning",
         "Replay",
         "ReplayObstacle",
         "ReplayReport",

@@ -77,6 +77,7 @@ from .records import (
     model_name,
     new_record,
     read_part,
+    reasoning,
     response_id,
     usage,
 )
@@ -498,6 +499,7 @@ class Conversation:
             cursor_before=plan.cursor_before,
         )
         record.budget, record.used = plan.budget, plan.used
+        record.reasoning = reasoning(plan)
         try:
             plan.ensure_sendable()
         except ContextOverflowError as exc:  # stored as failed when the attempt starts

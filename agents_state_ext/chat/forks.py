@@ -168,8 +168,11 @@ def seed_items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
     """The nodes' items as new conversation items: server ids dropped, messages as plain text.
 
     Item ids belong to the conversation they were written to, so copies carry none; tool calls
-    keep their ``call_id`` so outputs still pair. Anything else (reasoning, built-in tool
-    calls) cannot be recreated faithfully and raises :class:`ConversationForkError`.
+    keep their ``call_id`` so outputs still pair. Reasoning items are left out: id-less
+    messages and calls need no reasoning beside them, and the model only loses the reasoning
+    of earlier turns (which the API does not carry into a new user turn anyway). Anything else
+    (built-in tool calls) cannot be recreated faithfully and raises
+    :class:`ConversationForkError`.
     """
     out: list[dict[str, Any]] = []
     for node in nodes:
@@ -186,6 +189,8 @@ def seed_items(nodes: Sequence[Node]) -> list[dict[str, Any]]:
                 out.append({"type": kind, **{k: item[k] for k in keys if k in item}})
             elif kind == "function_call_output":
                 out.append({"type": kind, "call_id": item.get("call_id"), "output": item["output"]})
+            elif kind == "reasoning":
+                continue
             else:
                 raise ConversationForkError(
                     f"message {node.id} holds a {kind!r} item, which cannot be copied into a new "

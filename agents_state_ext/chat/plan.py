@@ -29,6 +29,7 @@ from .._context import ContextIndex, select_context
 from .._graph import ConversationGraph
 from .._items import copy_json
 from .._nodes import Node
+from .._reasoning import Carried, self_contained
 from .._tokens import MessageCounter
 from ..errors import ContextOverflowError, GraphError
 
@@ -72,6 +73,9 @@ class Plan:
     anchor: Node | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     seed: list[Node] = field(default_factory=list)
+    reasoning: Carried = field(default_factory=Carried)
+    """Reasoning items of the selected history sent inline, and left out (no encrypted
+    content to send them with, or nothing after them: see :mod:`agents_state_ext._reasoning`)."""
 
     def ensure_sendable(self) -> Plan:
         """This plan, or :class:`ContextOverflowError` if its required parts exceed the budget."""
@@ -133,9 +137,13 @@ def selected(
     selection = select_context(
         source, budget=_limit(budget), counter=counter, index=index, user_id=user_id
     )
+    # History the chat sends itself must not lean on server storage (stored reasoning expires,
+    # store=False keeps none, a re-seeded chain lost its own).
+    items, carried = self_contained(_items(selection.nodes))
     return Plan(
         nodes=list(selection.nodes),
-        input=_items(selection.nodes),
+        input=items,
+        reasoning=carried,
         tokens=dict(selection.tokens),
         used=selection.used,
         budget=budget,
@@ -149,6 +157,7 @@ def with_history(plan: Plan) -> Plan:
     ``plan`` is as :func:`selected` built it: its ``input`` copies every selected item.
     """
     # plan.input is already a copy of every selected node's items: split it, no second copy.
+    # The active user message is last and whole (self_contained never changes user items).
     cut = len(plan.input) - len(plan.nodes[-1].items) if plan.nodes else 0
     plan.history, plan.input = plan.input[:cut], plan.input[cut:]
     return plan

@@ -23,6 +23,7 @@ from ..types import AttemptStatus
 if TYPE_CHECKING:
     from .attempt import Attempt
     from .conversation import Conversation
+    from .plan import Plan
 
 __all__ = [
     "FINAL",
@@ -38,6 +39,7 @@ __all__ = [
     "new_record",
     "note_requests",
     "read_part",
+    "reasoning",
     "recorded",
     "response_id",
     "usage",
@@ -123,6 +125,14 @@ def response_id(result: RunResultBase, state: ConversationState) -> str | None:
     return result.last_response_id
 
 
+def reasoning(plan: Plan) -> dict[str, int]:
+    """A record's ``reasoning``: what ``plan`` did with its history's reasoning items."""
+    carried = plan.reasoning
+    if not carried.kept and not carried.dropped:
+        return {}
+    return {"carried": carried.kept, "dropped": carried.dropped}
+
+
 def usage(result: RunResultBase) -> dict[str, int]:
     """What the run used, summed over its requests."""
     used = result.context_wrapper.usage
@@ -131,6 +141,7 @@ def usage(result: RunResultBase) -> dict[str, int]:
         "input_tokens": used.input_tokens,
         "output_tokens": used.output_tokens,
         "total_tokens": used.total_tokens,
+        "reasoning_tokens": used.output_tokens_details.reasoning_tokens,
     }
 
 

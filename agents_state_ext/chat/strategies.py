@@ -30,10 +30,12 @@ from agents import RunConfig, RunState
 
 from .. import _compat
 from .._nodes import Node
+from .._reasoning import count_reasoning
 from .._state import ConversationState, StrategyName
 from ..errors import FencedOutError, GraphError, MixedStateOwnerError
 from .forks import ServerConversations, place, update_stored
 from .plan import Plan, chained, nearest_complete_assistant, selected, with_history
+from .records import reasoning
 from .reseed import previous_response_lost
 
 if TYPE_CHECKING:
@@ -279,6 +281,7 @@ class PreviousResponseStrategy(_Strategy):
         record = attempt.record
         record.included = {n.id: plan.tokens[n.id] for n in plan.nodes}
         record.used, record.overflow = plan.used, plan.overflow
+        record.reasoning = reasoning(plan)
         record.cursor_before, record.reseeded_from = None, lost
         attempt.plan = plan
         plan.ensure_sendable()
@@ -342,6 +345,8 @@ class ConversationStrategy(_Strategy):
         if placed.created:
             node.meta["seeded"] = [n.id for n in placed.seeded]
             node.meta["forked_from"] = placed.forked_from
+            dropped = sum(count_reasoning(n.items) for n in placed.seeded)
+            record.reasoning = {"carried": 0, "dropped": dropped} if dropped else {}
         self._touched.add(placed.conversation_id)
         await self.save()
         await chat._writes.write(record, "queued")
