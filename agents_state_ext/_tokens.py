@@ -10,6 +10,12 @@ Counts use the model's own tiktoken encoding plus the chat format's per-message 
 * a ``function_call`` item costs 3 + the tokens of its ``name`` + those of its ``arguments``;
 * a ``function_call_output`` item costs 3 + the tokens of its ``output`` (JSON text when it
   is not a string);
+* a ``reasoning`` item costs 3 + the tokens of its summary texts (and of any ``content``
+  texts): what it shows. Its ``encrypted_content`` is opaque and not counted: the API keeps
+  the reasoning of earlier user turns out of the model's context unless a model is asked for
+  ``reasoning.context: "all_turns"`` (OpenAI's conversation-state guide), and the history a
+  budget selects is made of earlier turns; the response that produced the item reported its
+  full size as ``output_tokens_details.reasoning_tokens``;
 * any other item, and any other content part, costs 3 (items only) + the tokens of its JSON
   text (keys sorted, compact separators, non-ASCII kept).
 
@@ -286,7 +292,20 @@ def item_texts(item: Mapping[str, Any]) -> ItemTexts:
     if kind == "function_call_output":
         output = item.get("output", "")
         return TOKENS_PER_MESSAGE, (output if isinstance(output, str) else _json_text(output),)
+    if kind == "reasoning":
+        return TOKENS_PER_MESSAGE, tuple(_reasoning_texts(item))
     return TOKENS_PER_MESSAGE, (_json_text(item),)
+
+
+def _reasoning_texts(item: Mapping[str, Any]) -> list[str]:
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            for part in parts:
+                text = part.get("text") if isinstance(part, Mapping) else None
+                texts.append(text if isinstance(text, str) else _json_text(part))
+    return texts
 
 
 def _part_text(part: Any) -> str:
@@ -352,6 +371,9 @@ def _read_texts(messages: Iterable[Sequence[Mapping[str, Any]]]) -> list[list[An
             elif kind == "function_call_output":
                 output = item.get("output", "")
                 append(output if isinstance(output, str) else _json_text(output))
+                framing += TOKENS_PER_MESSAGE
+            elif kind == "reasoning":
+                texts.extend(_reasoning_texts(item))
                 framing += TOKENS_PER_MESSAGE
             else:
                 append(_json_text(item))

@@ -106,3 +106,17 @@ def test_parallel_calls_after_a_dropped_reasoning_item_all_lose_their_ids() -> N
 )
 def test_reasoning_families(name: str | None, reasoning: bool) -> None:
     assert is_reasoning_model(name) is reasoning
+
+
+def test_a_reasoning_item_counts_its_summary_not_its_encrypted_content() -> None:
+    from agents_state_ext import TokenCounter
+
+    counter = TokenCounter("gpt-5")
+    summary = [{"type": "summary_text", "text": "Check the weather first."}]
+    small = {"type": "reasoning", "id": "rs_1", "summary": summary}
+    big = {**small, "encrypted_content": "x" * 5000}
+    expected = 3 + counter.count_text("Check the weather first.")
+    assert counter.count_items([small]) == expected
+    assert counter.count_items([big]) == expected
+    # The batched path agrees with the one-message path.
+    assert counter.count_many([("a", [big]), ("b", [user("hi")])])[0] == expected

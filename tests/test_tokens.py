@@ -170,7 +170,8 @@ def test_tool_items(counter: TokenCounter) -> None:
         "call_id": "c1",
         "output": [{"type": "input_text", "text": "x"}],
     }
-    other = {"type": "reasoning", "id": "rs_1", "summary": []}
+    other = {"type": "compaction", "id": "cmp_1", "encrypted_content": "abc"}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
 
     def ref(text: str) -> int:
         return reference_len("o200k_base", text)
@@ -182,6 +183,7 @@ def test_tool_items(counter: TokenCounter) -> None:
     assert counter.count_items([out]) == 3 + ref("晴れ, 21°C")
     assert counter.count_items([out_obj]) == 3 + ref(dump(out_obj["output"]))
     assert counter.count_items([other]) == 3 + ref(dump(other))
+    assert counter.count_items([reasoning]) == 3  # its summary (empty): see the module rule
     both = counter.count_items([call, out])
     assert both == counter.count_items([call]) + counter.count_items([out])
 

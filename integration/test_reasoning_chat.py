@@ -1,0 +1,160 @@
+"""Every chat action with a reasoning model, under every strategy, streamed and not.
+
+Retry, edit and switch fork a new server conversation under the conversation strategy; the
+fork leaves reasoning items out (its record says how many). A re-seeded chain and the history
+of replay and session send reasoning only inline. The mock refuses what the real API refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agents_state_ext.testing import MockResponsesAPI, RecordedRequest, Reply
+
+from ._chat import open_chat
+from ._reasoning import (
+    STRATEGIES,
+    reasoning_agent,
+    reasoning_sent_by_id_alone,
+    reasoning_well_placed,
+    refusals,
+    said,
+)
+from ._support import STREAMED
+
+pytestmark = pytest.mark.anyio
+
+
+def hold_when(mock: MockResponsesAPI, reached: Callable[[list[str]], bool]) -> asyncio.Event:
+    """Hold the first answer whose sent frames satisfy ``reached``; the event says it is held."""
+    held = asyncio.Event()
+
+    async def hook(request: RecordedRequest, sent: int) -> None:
+        if not held.is_set() and reached(request.events if request.streamed else ["plain"]):
+            held.set()
+            await asyncio.sleep(30)  # until the stop cancels the request
+
+    mock.frame_hook = hook
+    return held
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_send_tool_loop_retry_edit_and_switch_back(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    chat = await open_chat(mock, strategy, agent=reasoning_agent(mock), fork=True)
+    mock.enqueue(Reply.text("Hello!"))
+    hi = await chat.send("hi", stream=streamed)
+    mock.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."))
+    weather = await chat.send("weather?", stream=streamed)
+    mock.enqueue(Reply.text("Sunny, 21 C."))
+    retried = await chat.retry(stream=streamed)
+    mock.enqueue(Reply.text("Hello again!"))
+    edited = await chat.edit(hi.user_id, "hello there", stream=streamed)
+    await chat.switch(retried.id)
+    mock.enqueue(Reply.text("You are welcome."))
+    thanks = await chat.send("thanks", stream=streamed)
+
+    assert refusals(mock) == []
+    done = [weather, retried, edited, thanks]
+    assert [a.status for a in [hi, *done]] == ["complete"] * 5
+    assert thanks.text == "You are welcome."
+    record = await chat.record(thanks.id)
+    assert record.usage["reasoning_tokens"] > 0
+    if strategy in ("replay", "session"):
+        assert reasoning_sent_by_id_alone(mock) == []
+        # The branch's earlier reasoning went back inline, with its encrypted content.
+        assert record.reasoning["carried"] >= 2 and record.reasoning["dropped"] == 0
+    if strategy == "conversation":
+        # Back on the retried branch, whose conversation moved on with the edit: a fork,
+        # seeded without the branch's reasoning items.
+        assert thanks.node.meta.get("forked_from") is not None
+        assert record.reasoning["dropped"] >= 3
+    last = mock.response_requests[-1]
+    if strategy != "conversation":
+        final = mock.transcript(mock.response_ids[-1])
+        assert reasoning_well_placed(final)
+        assert "user: hello there" not in said(final)
+    assert "hello there" not in str(last.get("input"))
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("where", ["reasoning", "message"])
+async def test_stop_mid_answer_then_retry_and_send(
+    mock: MockResponsesAPI, streamed: bool, strategy: str, where: str
+) -> None:
+    if where == "reasoning" and not streamed:
+        pytest.skip("a plain answer arrives whole: there is no point inside its reasoning")
+    chat = await open_chat(mock, strategy, agent=reasoning_agent(mock), fork=True)
+    mock.enqueue(Reply.text("Hello!"))
+    await chat.send("hi", stream=streamed)
+    marker = (
+        "response.reasoning_summary_text.delta"
+        if where == "reasoning"
+        else "response.output_text.delta"
+    )
+    held = hold_when(mock, lambda sent: marker in sent or sent == ["plain"])
+    mock.enqueue(Reply.text("a long story that never ends"))
+    story = chat.send("story", stream=streamed)
+    await asyncio.wait_for(held.wait(), 10)
+    await chat.stop()
+    assert (await story).status == "cancelled"
+    mock.frame_hook = None
+    mock.enqueue(Reply.text("A short story."), Reply.text("Bye."))
+    retried = await chat.retry(stream=streamed)
+    bye = await chat.send("bye", stream=streamed)
+    assert (retried.status, bye.status) == ("complete", "complete")
+    assert refusals(mock) == []
+    if strategy in ("replay", "session"):
+        assert reasoning_sent_by_id_alone(mock) == []
+    last = mock.response_requests[-1]
+    assert "never ends" not in str(last.get("input"))
+
+
+@STREAMED
+async def test_a_lost_chain_is_reseeded_without_reasoning_that_went_with_it(
+    mock: MockResponsesAPI, streamed: bool
+) -> None:
+    chat = await open_chat(mock, "previous_response", agent=reasoning_agent(mock))
+    mock.enqueue(Reply.text("Hello!"))
+    await chat.send("hi", stream=streamed)
+    mock.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."))
+    await chat.send("weather?", stream=streamed)
+    mock.expire_response()  # retention: the chain, and the reasoning items it held, are gone
+    mock.enqueue(Reply.text("Bye."))
+    bye = await chat.send("bye", stream=streamed)
+    assert bye.status == "complete" and bye.text == "Bye."
+    record = await chat.record(bye.id)
+    assert record.reseeded_from is not None
+    # Only the lost cursor was refused; the re-seeded request leaned on nothing stored.
+    assert [r.split(" ")[0] for r in refusals(mock)] == ["400"]
+    assert reasoning_sent_by_id_alone(mock) == []
+    reseeded = mock.response_requests[-1]["input"]
+    assert all("id" not in i for i in reseeded)
+    assert record.reasoning == {"carried": 0, "dropped": 3}
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", ["replay", "session"])
+async def test_a_budget_that_drops_older_turns_keeps_reasoning_with_its_items(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    chat = await open_chat(mock, strategy, agent=reasoning_agent(mock), budget=40)
+    for text in ("one two three", "four five six", "seven eight nine", "ten"):
+        mock.enqueue(Reply.text(f"answer {text}"))
+        await chat.send(text, stream=streamed)
+    assert refusals(mock) == []
+    for body in mock.response_requests:
+        items: list[dict[str, Any]] = list(body["input"])
+        assert reasoning_well_placed(items)
+    record = await chat.record(chat.active_path()[-1].id)
+    assert record.used == sum(record.included.values())
+    assert record.used <= 40
+    # Older turns were left out, whole: no reasoning item without its message.
+    assert len(record.included) < len(chat.active_path())
