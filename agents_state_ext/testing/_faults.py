@@ -6,9 +6,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
-__all__ = ["Fault", "FaultKind"]
+__all__ = ["IN_STREAM_KINDS", "Fault", "FaultKind"]
 
-FaultKind = Literal["status", "timeout", "connect_error", "drop_mid_stream", "delay"]
+FaultKind = Literal[
+    "status",
+    "timeout",
+    "connect_error",
+    "drop_mid_stream",
+    "delay",
+    "stream_error",
+    "response_failed",
+]
+IN_STREAM_KINDS = ("stream_error", "response_failed")
+"""Kinds that fail inside a 200 stream: the server does not store or append anything."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,48 @@ class Fault:
         if after_events < 0:
             raise ValueError("after_events must be >= 0")
         return cls("drop_mid_stream", commit=commit, after_events=after_events)
+
+    @classmethod
+    def stream_error(
+        cls,
+        after_events: int,
+        message: str = "An error occurred while processing your request.",
+        *,
+        code: str | None = "server_error",
+    ) -> Fault:
+        """A 200 stream that sends ``after_events`` frames, then an ``error`` event, then ends.
+
+        The frame is ``event: error`` with ``{"type": "error", "code", "message", "param",
+        "sequence_number"}`` [doc: openai ``ResponseErrorEvent``]. Nothing is stored and no
+        reply is consumed [inf]. The terminal event is never among the frames sent. A
+        non-streamed request gets a 500 ``server_error`` instead. The Agents SDK 0.24 raises
+        ``ModelBehaviorError`` for it (``agents/models/_response_terminal.py``), so its
+        retry policies see a non-HTTP error; openai's ``AsyncStream`` yields it as an event
+        (it raises ``APIError`` only for a payload with an ``error`` key).
+        """
+        if after_events < 0:
+            raise ValueError("after_events must be >= 0")
+        return cls("stream_error", message=message, error_code=code, after_events=after_events)
+
+    @classmethod
+    def response_failed(
+        cls,
+        after_events: int,
+        message: str = "The model failed to generate a response.",
+        *,
+        code: str = "server_error",
+    ) -> Fault:
+        """A 200 stream that sends ``after_events`` frames, then ``response.failed``, then ends.
+
+        The failed response has ``status: "failed"``, ``error: {code, message}`` (``code`` must
+        be one of openai's ``ResponseError.code`` values) and the output items already done
+        [doc: ``ResponseFailedEvent``]. Nothing is stored or appended [inf: "after this
+        response completes"]. A non-streamed request gets a 500 ``server_error``. The Agents
+        SDK 0.24 raises ``ModelBehaviorError`` for ``response.failed``.
+        """
+        if after_events < 0:
+            raise ValueError("after_events must be >= 0")
+        return cls("response_failed", message=message, error_code=code, after_events=after_events)
 
     @classmethod
     def delay(cls, seconds: float, *, commit: bool = False) -> Fault:

@@ -66,6 +66,23 @@ class MockResponsesAPI:
       output ("No tool output found for function call ...").
     - ``append_incomplete_to_conversation``: an ``incomplete`` response (see
       ``Reply.as_incomplete``) appends its input and partial output to its conversation.
+
+    Reasoning models, as today's real API serves them:
+
+    - ``reasoning``: None (default) decides by the request's ``model``: a reasoning family
+      (``gpt-5*``, ``o1*``, ``o3*``, ``o4*``, ``codex*``) answers with one reasoning item
+      (``rs_N``) first when the reply has none [doc: reasoning guide, "reasoning items" come
+      before the message or call they led to]; True or False forces it for every model.
+      ``encrypted_content`` is sent only when ``include`` asks for
+      ``reasoning.encrypted_content`` [doc]; it is ``enc1.<base64url JSON>.<digest>``, opaque
+      and tamper-checked (400 ``invalid_encrypted_content`` [obs], openai/codex#8145).
+      Reasoning words count as ``output_tokens_details.reasoning_tokens``.
+    - ``enforce_reasoning_rules``: the 400/404 answers for reasoning items (see
+      ``_reasoning_rules``): an output item sent back by id without the reasoning item it
+      belongs to, a reasoning item not followed by an output item, a reasoning id the server
+      does not hold (``store=False``, expired, unknown) without ``encrypted_content``, a
+      reasoning item with neither, and ``include`` of encrypted content on a non-reasoning
+      model (unless ``reasoning=True``).
     """
 
     def __init__(
@@ -78,6 +95,8 @@ class MockResponsesAPI:
         lock_conversations: bool = False,
         reject_orphan_tool_calls: bool = True,
         append_incomplete_to_conversation: bool = True,
+        reasoning: bool | None = None,
+        enforce_reasoning_rules: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = model
@@ -89,6 +108,9 @@ class MockResponsesAPI:
             state_flags={
                 "previous_response_not_found_status": previous_response_not_found_status,
                 "reject_orphan_tool_calls": reject_orphan_tool_calls,
+                "model": model,
+                "reasoning": reasoning,
+                "enforce_reasoning_rules": enforce_reasoning_rules,
             },
             endpoint_flags={
                 "store_interrupted_streams": store_interrupted_streams,
@@ -214,12 +236,16 @@ class MockResponsesAPI:
         """Forget stored responses, as retention or a restarted server does; their ids are returned.
 
         ``None`` expires every stored response. A later request that names one of them as its
-        ``previous_response_id`` gets the API's "previous response not found" error.
+        ``previous_response_id`` gets the API's "previous response not found" error; the items
+        it produced are forgotten too (a reasoning id among them then gets the 404 "Item with
+        id ... not found").
         """
-        stored = self._backend.state.responses
-        ids = list(stored) if response_id is None else [response_id]
+        state = self._backend.state
+        ids = list(state.responses) if response_id is None else [response_id]
         for each in ids:
-            del stored[each]
+            if each not in state.responses:
+                raise KeyError(each)
+            state.forget_response(each)
         return ids
 
     def transcript(self, response_id: str) -> list[dict[str, Any]]:

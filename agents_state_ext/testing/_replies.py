@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ._items import item_text
+from ._reasoning import reasoning_template, summary_text
 
 __all__ = ["Reply", "ResponseContext", "Usage", "split_words"]
 
@@ -91,16 +92,21 @@ class Reply:
         chunks: Sequence[str] | None = None,
         delay: float = 0.0,
         usage: Usage | None = None,
+        reasoning: str | None = None,
     ) -> Reply:
-        """One assistant message; ``chunks`` are its streamed deltas and must join to ``text``."""
+        """One assistant message; ``chunks`` are its streamed deltas and must join to ``text``.
+
+        ``reasoning``: a reasoning item with this summary comes first (see :meth:`reasoning`).
+        """
         if chunks is not None and "".join(chunks) != text:
             raise ValueError("chunks must join to the text")
-        return cls(
+        reply = cls(
             output=(_message(text),),
             chunks=(tuple(chunks) if chunks is not None else None,),
             delay=delay,
             usage=usage,
         )
+        return reply._after_reasoning(reasoning)
 
     @classmethod
     def tool_call(
@@ -111,9 +117,14 @@ class Reply:
         call_id: str | None = None,
         delay: float = 0.0,
         usage: Usage | None = None,
+        reasoning: str | None = None,
     ) -> Reply:
-        """One ``function_call`` item; a dict ``arguments`` is JSON-encoded."""
-        return cls(output=(_function_call(name, arguments, call_id),), delay=delay, usage=usage)
+        """One ``function_call`` item; a dict ``arguments`` is JSON-encoded.
+
+        ``reasoning``: a reasoning item with this summary comes first.
+        """
+        reply = cls(output=(_function_call(name, arguments, call_id),), delay=delay, usage=usage)
+        return reply._after_reasoning(reasoning)
 
     @classmethod
     def tool_calls(
@@ -122,13 +133,37 @@ class Reply:
         *,
         delay: float = 0.0,
         usage: Usage | None = None,
+        reasoning: str | None = None,
     ) -> Reply:
-        """Parallel ``function_call`` items, one per ``(name, arguments)``."""
-        return cls(
+        """Parallel ``function_call`` items, one per ``(name, arguments)``.
+
+        ``reasoning``: a reasoning item with this summary comes first.
+        """
+        reply = cls(
             output=tuple(_function_call(name, args, None) for name, args in calls),
             delay=delay,
             usage=usage,
         )
+        return reply._after_reasoning(reasoning)
+
+    @classmethod
+    def reasoning(cls, summary: str = "Thinking.", *, encrypted: bool = True) -> Reply:
+        """One reasoning item (``rs_N``) whose summary is ``summary``; combine it with ``+``.
+
+        Its ``encrypted_content`` is sent only when the request's ``include`` asks for
+        ``reasoning.encrypted_content`` [doc]; ``encrypted=False`` never sends it (as for a
+        response whose reasoning cannot be replayed). Streamed, the summary is split by words
+        into ``response.reasoning_summary_text.delta`` events.
+        """
+        return cls(output=(reasoning_template(summary, encrypted=encrypted),))
+
+    @property
+    def has_reasoning(self) -> bool:
+        """True when one of the output items is a reasoning item."""
+        return any(item.get("type") == "reasoning" for item in self.output)
+
+    def _after_reasoning(self, summary: str | None) -> Reply:
+        return self if summary is None else Reply.reasoning(summary) + self
 
     @classmethod
     def items(
@@ -188,9 +223,13 @@ class Reply:
         )
 
     def deltas_for(self, index: int, item: Mapping[str, Any]) -> tuple[str, ...]:
-        """The text deltas streamed for output item ``index`` (a message)."""
+        """The text deltas streamed for output item ``index`` (a message or reasoning summary)."""
         chunks = self._padded_chunks()[index]
-        return chunks if chunks is not None else split_words(item_text(item))
+        if chunks is not None:
+            return chunks
+        if item.get("type") == "reasoning":
+            return split_words(summary_text(item))
+        return split_words(item_text(item))
 
 
 @dataclass(frozen=True)

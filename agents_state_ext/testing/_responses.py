@@ -9,11 +9,12 @@ from typing import Any
 
 import httpx2
 
-from ._faults import Fault
+from ._events import build_events, failure_event
+from ._faults import IN_STREAM_KINDS, Fault
 from ._items import ApiError
 from ._records import FrameHook, RecordedRequest
 from ._replies import Reply, ResponseContext
-from ._sse import SSEStream, build_events, default_usage, materialize, response_json
+from ._sse import SSEStream, default_usage, materialize, response_json, with_reasoning
 from ._state import PreparedRequest, ServerState
 
 __all__ = ["Responder", "ResponsesEndpoint", "default_reply"]
@@ -38,6 +39,12 @@ def _locked(conversation_id: str) -> ApiError:
 
 async def _fail(fault: Fault, request: httpx2.Request) -> httpx2.Response:
     """The client-visible side of a fault: an error response, or a raised transport error."""
+    if fault.kind in IN_STREAM_KINDS:
+        return ApiError(
+            500,
+            "The server had an error while processing your request. Sorry about that!",
+            type="server_error",
+        ).to_response()
     if fault.kind == "status":
         return ApiError(
             fault.status_code,
@@ -133,7 +140,8 @@ class ResponsesEndpoint:
         if fault is not None and fault.kind == "delay":
             await asyncio.sleep(fault.seconds)
             fault = None
-        if fault is not None and not fault.commit and fault.kind != "drop_mid_stream":
+        in_flight = ("drop_mid_stream", *IN_STREAM_KINDS)
+        if fault is not None and not fault.commit and fault.kind not in in_flight:
             return await _fail(fault, request)
 
         prepared = self.state.prepare(body)
@@ -142,16 +150,20 @@ class ResponsesEndpoint:
         consume = fault is None or fault.commit
         try:
             reply = self._reply(prepared, consume)
-            output = materialize(reply, self.state.ids)
-            usage = reply.usage or default_usage(prepared.history + prepared.input, output)
+            answer = with_reasoning(reply) if prepared.reasoning else reply
+            output = materialize(
+                answer, self.state.ids, include_encrypted=prepared.include_encrypted
+            )
+            self.state.note_output(prepared.response_id, output)
+            usage = answer.usage or default_usage(prepared.history + prepared.input, output)
             response = response_json(
-                prepared, output, model=self.model, usage=usage, status=reply.status
+                prepared, output, model=self.model, usage=usage, status=answer.status
             )
         except BaseException:
             self._release(prepared)
             raise
         if prepared.streamed:
-            return await self._stream(request, prepared, reply, response, fault, record)
+            return await self._stream(request, prepared, reply, answer, response, fault, record)
         try:
             if self.frame_hook is not None:
                 await self.frame_hook(record, 0)
@@ -170,6 +182,7 @@ class ResponsesEndpoint:
         request: httpx2.Request,
         prepared: PreparedRequest,
         reply: Reply,
+        answer: Reply,
         response: dict[str, Any],
         fault: Fault | None,
         record: RecordedRequest,
@@ -177,6 +190,8 @@ class ResponsesEndpoint:
         committed = fault is not None and fault.commit
         if committed:
             self._commit(prepared, response)
+        if fault is not None and fault.kind in IN_STREAM_KINDS:
+            return self._failing_stream(prepared, answer, response, fault, record)
         if fault is not None and fault.kind != "drop_mid_stream":
             self._release(prepared)
             return await _fail(fault, request)
@@ -195,11 +210,43 @@ class ResponsesEndpoint:
                 self.state.commit(prepared, response, to_conversation=False)
 
         stream = SSEStream(
-            build_events(response, reply),
+            build_events(response, answer),
             delay=reply.delay,
             drop_after=fault.after_events if fault is not None else None,
             on_complete=on_complete,
             on_abort=on_abort,
+            sent=record.events,
+            before_frame=self._before_frame(record),
+        )
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
+
+    def _failing_stream(
+        self,
+        prepared: PreparedRequest,
+        answer: Reply,
+        response: dict[str, Any],
+        fault: Fault,
+        record: RecordedRequest,
+    ) -> httpx2.Response:
+        """A 200 stream ending in ``error`` or ``response.failed``; nothing is stored."""
+
+        def release() -> None:
+            self._release(prepared)
+
+        events = failure_event(
+            build_events(response, answer),
+            fault.after_events,
+            kind=fault.kind,
+            response=response,
+            message=fault.message,
+            code=fault.error_code,
+        )
+        stream = SSEStream(
+            events,
+            delay=answer.delay,
+            drop_after=None,
+            on_complete=release,
+            on_abort=release,
             sent=record.events,
             before_frame=self._before_frame(record),
         )

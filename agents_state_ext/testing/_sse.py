@@ -11,23 +11,40 @@ from typing import Any
 import httpx2
 
 from ._items import CREATED_AT, IdMinter, item_text
+from ._reasoning import ENCRYPTED_MARKER, encode_reasoning, reasoning_template, summary_text
 from ._replies import Reply, Usage
 from ._state import PreparedRequest
 
 __all__ = [
     "SSEStream",
-    "build_events",
     "default_usage",
     "materialize",
     "response_json",
+    "with_reasoning",
 ]
 
 
-def materialize(reply: Reply, ids: IdMinter) -> list[dict[str, Any]]:
-    """The reply's output items with fresh server ids (and ``call_N`` call ids where missing)."""
+def with_reasoning(reply: Reply) -> Reply:
+    """``reply`` led by one reasoning item, unless it holds one already."""
+    if reply.has_reasoning:
+        return reply
+    return Reply(output=(reasoning_template("Thinking."),)) + reply
+
+
+def materialize(
+    reply: Reply, ids: IdMinter, *, include_encrypted: bool = False
+) -> list[dict[str, Any]]:
+    """The reply's output items with fresh server ids (and ``call_N`` call ids where missing).
+
+    A reasoning item gets ``encrypted_content`` when ``include_encrypted`` (the request's
+    ``include`` asked for it) unless its template opted out.
+    """
     output: list[dict[str, Any]] = []
     for template in reply.output:
         item = ids.assign(copy.deepcopy(template))
+        wanted = item.pop(ENCRYPTED_MARKER, True) is not False and include_encrypted
+        if item.get("type") == "reasoning" and wanted:
+            item["encrypted_content"] = encode_reasoning(str(item["id"]), item["summary"])
         if item.get("type") == "function_call" and not item.get("call_id"):
             rebuilt: dict[str, Any] = {}
             for key, value in item.items():
@@ -53,8 +70,18 @@ def _words(items: Sequence[Mapping[str, Any]]) -> int:
 def default_usage(
     context: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]
 ) -> Usage:
-    """Deterministic usage: the word counts of the context and of the output (at least 1)."""
-    return Usage(input_tokens=max(1, _words(context)), output_tokens=max(1, _words(output)))
+    """Deterministic usage: the word counts of the context and of the output (at least 1).
+
+    A reasoning item's summary words count as ``reasoning_tokens`` (at least 1 per reasoning
+    item), included in ``output_tokens`` as the API reports them [doc: ``ResponseUsage``].
+    """
+    summaries = [summary_text(item) for item in output if item.get("type") == "reasoning"]
+    reasoning = sum(max(1, len(text.split())) for text in summaries)
+    return Usage(
+        input_tokens=max(1, _words(context)),
+        output_tokens=max(1, _words(output)) + reasoning,
+        reasoning_tokens=reasoning,
+    )
 
 
 def response_json(
@@ -95,42 +122,6 @@ def response_json(
         "usage": usage.to_json() if usage is not None else None,
         "user": body.get("user"),
     }
-
-
-def build_events(response: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
-    """The SSE events of a streamed response, the terminal event last.
-
-    Order: ``response.created``; per output item ``response.output_item.added``, one
-    ``response.output_text.delta`` per chunk (messages only), ``response.output_item.done``;
-    then ``response.completed`` (``response.incomplete`` for an incomplete reply).
-    """
-    events: list[dict[str, Any]] = []
-
-    def add(event_type: str, **fields: Any) -> None:
-        events.append({"type": event_type, "sequence_number": len(events), **fields})
-
-    created = {**copy.deepcopy(response), "status": "in_progress", "output": [], "usage": None}
-    add("response.created", response=created)
-    for index, item in enumerate(response["output"]):
-        started = {**copy.deepcopy(item), "status": "in_progress"}
-        if item.get("type") == "message":
-            started["content"] = []
-        elif item.get("type") == "function_call":
-            started["arguments"] = ""
-        add("response.output_item.added", output_index=index, item=started)
-        if item.get("type") == "message":
-            for delta in reply.deltas_for(index, item):
-                add(
-                    "response.output_text.delta",
-                    item_id=item.get("id"),
-                    output_index=index,
-                    content_index=0,
-                    delta=delta,
-                    logprobs=[],
-                )
-        add("response.output_item.done", output_index=index, item=copy.deepcopy(item))
-    add(f"response.{response['status']}", response=copy.deepcopy(response))
-    return events
 
 
 def _frame(event: Mapping[str, Any]) -> bytes:

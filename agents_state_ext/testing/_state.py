@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._items import CREATED_AT, ApiError, IdMinter, normalize_input, normalize_item
+from ._reasoning import ENCRYPTED_INCLUDE, is_reasoning_model
+from ._reasoning_rules import check_include, check_reasoning_input, invalid_item
 
 __all__ = ["Conversation", "PreparedRequest", "ServerState", "StoredResponse"]
 
@@ -57,6 +59,10 @@ class PreparedRequest:
     conversation_id: str | None
     store: bool
     streamed: bool
+    reasoning: bool = False
+    """The answer leads with a reasoning item (see ``MockResponsesAPI(reasoning=...)``)."""
+    include_encrypted: bool = False
+    """The request's ``include`` asks for ``reasoning.encrypted_content``."""
 
 
 def _conversation_id(value: Any) -> str | None:
@@ -93,14 +99,27 @@ class ServerState:
     """Everything the fake server remembers; the oracle tests assert against."""
 
     def __init__(
-        self, *, previous_response_not_found_status: int, reject_orphan_tool_calls: bool
+        self,
+        *,
+        previous_response_not_found_status: int,
+        reject_orphan_tool_calls: bool,
+        model: str = "gpt-4.1",
+        reasoning: bool | None = None,
+        enforce_reasoning_rules: bool = True,
     ) -> None:
         self.ids = IdMinter()
         self.responses: dict[str, StoredResponse] = {}
         self.conversations: dict[str, Conversation] = {}
         self.items: dict[str, dict[str, Any]] = {}
+        self.reasoning_of: dict[str, str] = {}
+        """Every output item id the server produced -> its reasoning item's id (item metadata)."""
+        self.produced: dict[str, list[str]] = {}
+        """Response id -> the ids of its output items."""
         self._not_found_status = previous_response_not_found_status
         self._reject_orphans = reject_orphan_tool_calls
+        self._model = model
+        self._reasoning = reasoning
+        self._reasoning_rules = enforce_reasoning_rules
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -143,6 +162,10 @@ class ServerState:
         if len(raw) > MAX_ITEMS_PER_CALL:
             raise too_many_items(len(raw))
         items = [normalize_item(entry) for entry in raw]
+        for item in items:
+            bare = not item.get("id") and not item.get("encrypted_content")
+            if item.get("type") == "reasoning" and bare:
+                raise invalid_item("item")
         self._check_duplicates(existing, items)
         return [self._register(item) for item in items]
 
@@ -175,7 +198,14 @@ class ServerState:
             history = copy.deepcopy(self.conversation(conversation_id).items)
         items = [self._resolve_reference(item) for item in normalize_input(body.get("input"))]
         self._check_duplicates(history, items)
+        model = str(body.get("model") or self._model)
+        include = body.get("include") or []
+        if self._reasoning_rules:
+            check_include(body, reasons=self._reasoning is True or is_reasoning_model(model))
+            held = set(self.items) | {str(i.get("id")) for i in history if i.get("id")}
+            check_reasoning_input(history, items, reasoning_of=self.reasoning_of, held=held)
         self._check_tool_pairs(history + items)
+        reasoning = is_reasoning_model(model) if self._reasoning is None else self._reasoning
         return PreparedRequest(
             body=body,
             response_id=self.ids.mint("resp"),
@@ -185,7 +215,28 @@ class ServerState:
             conversation_id=conversation_id,
             store=body.get("store") is not False,
             streamed=bool(body.get("stream")),
+            reasoning=reasoning,
+            include_encrypted=isinstance(include, list) and ENCRYPTED_INCLUDE in include,
         )
+
+    def note_output(self, response_id: str, output: Iterable[Mapping[str, Any]]) -> None:
+        """Remember, for each output item produced, the reasoning item it belongs to."""
+        reasoning_id: str | None = None
+        ids: list[str] = []
+        for item in output:
+            item_id = str(item["id"])
+            ids.append(item_id)
+            if item.get("type") == "reasoning":
+                reasoning_id = item_id
+            elif reasoning_id is not None:
+                self.reasoning_of[item_id] = reasoning_id
+        self.produced[response_id] = ids
+
+    def forget_response(self, response_id: str) -> None:
+        """Drop a stored response and the items it produced (retention, a restart)."""
+        del self.responses[response_id]
+        for item_id in self.produced.get(response_id, []):
+            self.items.pop(item_id, None)
 
     def commit(
         self,
