@@ -21,7 +21,7 @@ from typing import Any
 from agents import Agent, ModelSettings, RunConfig
 from agents.run_config import CallModelData, ModelInputData
 
-from ._model import model_name
+from ._model import RecordedModel, TrackedModel, model_name
 from ._reasoning import ENCRYPTED_REASONING, is_reasoning_model, self_contained
 
 __all__ = ["ReasoningDroppedWarning", "carry_reasoning"]
@@ -33,16 +33,16 @@ class ReasoningDroppedWarning(UserWarning):
     """Reasoning items left out of a ``store=False`` request: the server could not look them up."""
 
 
+def _name(model: Any) -> str | None:
+    while isinstance(model, (RecordedModel, TrackedModel)):  # our wrappers send as their inner
+        model = model.inner
+    return None if model is None else model if isinstance(model, str) else model_name(model)
+
+
 def _names(graph: Iterable[Agent[Any]], config: RunConfig) -> list[str | None]:
     if config.model is not None:
-        return [config.model if isinstance(config.model, str) else model_name(config.model)]
-    names: list[str | None] = []
-    for agent in graph:
-        model = agent.model
-        names.append(
-            None if model is None else model if isinstance(model, str) else model_name(model)
-        )
-    return names
+        return [_name(config.model)]
+    return [_name(agent.model) for agent in graph]
 
 
 def _store_off(graph: list[Agent[Any]], config: RunConfig) -> bool:

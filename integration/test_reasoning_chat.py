@@ -44,7 +44,7 @@ def hold_when(mock: MockResponsesAPI, reached: Callable[[list[str]], bool]) -> a
 
 @STREAMED
 @pytest.mark.parametrize("strategy", STRATEGIES)
-async def test_send_tool_loop_retry_edit_and_switch_back(
+async def test_send_tool_loop_retry_switch_back_and_edit(
     mock: MockResponsesAPI, streamed: bool, strategy: str
 ) -> None:
     chat = await open_chat(mock, strategy, agent=reasoning_agent(mock), fork=True)
@@ -54,33 +54,34 @@ async def test_send_tool_loop_retry_edit_and_switch_back(
     weather = await chat.send("weather?", stream=streamed)
     mock.enqueue(Reply.text("Sunny, 21 C."))
     retried = await chat.retry(stream=streamed)
-    mock.enqueue(Reply.text("Hello again!"))
-    edited = await chat.edit(hi.user_id, "hello there", stream=streamed)
-    await chat.switch(retried.id)
+    await chat.switch(weather.id)  # back to the first answer, then on from there
     mock.enqueue(Reply.text("You are welcome."))
     thanks = await chat.send("thanks", stream=streamed)
+    mock.enqueue(Reply.text("Hello again!"))
+    edited = await chat.edit(hi.user_id, "hello there", stream=streamed)
 
     assert refusals(mock) == []
-    done = [weather, retried, edited, thanks]
-    assert [a.status for a in [hi, *done]] == ["complete"] * 5
+    ended = [(await chat.record(a.id)).status for a in (hi, weather, retried, thanks, edited)]
+    assert ended == ["complete"] * 5  # the edit made the first four invalid, not unfinished
     assert thanks.text == "You are welcome."
     record = await chat.record(thanks.id)
     assert record.usage["reasoning_tokens"] > 0
     if strategy in ("replay", "session"):
         assert reasoning_sent_by_id_alone(mock) == []
         # The branch's earlier reasoning went back inline, with its encrypted content.
-        assert record.reasoning["carried"] >= 2 and record.reasoning["dropped"] == 0
+        assert record.reasoning == {"carried": 3, "dropped": 0}
     if strategy == "conversation":
-        # Back on the retried branch, whose conversation moved on with the edit: a fork,
-        # seeded without the branch's reasoning items.
-        assert thanks.node.meta.get("forked_from") is not None
-        assert record.reasoning["dropped"] >= 3
-    last = mock.response_requests[-1]
+        # The retry answers "weather?" again, on a fork of the conversation seeded without the
+        # greeting's reasoning item; the first answer's conversation takes the thanks.
+        forked = await chat.record(retried.id)
+        assert retried.node.meta.get("forked_from") == record.cursor_before
+        assert forked.reasoning == {"carried": 0, "dropped": 1}
+        assert record.reasoning == {}
     if strategy != "conversation":
-        final = mock.transcript(mock.response_ids[-1])
-        assert reasoning_well_placed(final)
-        assert "user: hello there" not in said(final)
-    assert "hello there" not in str(last.get("input"))
+        thanked = mock.transcript(str(record.response_id))
+        assert "assistant: Sunny, 21 C." not in said(thanked)
+        assert reasoning_well_placed(thanked)
+    assert "weather" not in str(mock.response_requests[-1].get("input"))  # the edit's branch
 
 
 @STREAMED
