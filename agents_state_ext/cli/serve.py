@@ -25,6 +25,14 @@ __all__ = ["serve"]
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name the server answers for besides loopback and the bound address "
+    "(repeatable; .example.com with subdomains; env AGENTS_STATE_EXT_ALLOWED_HOSTS).",
+)
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option(
     "--store",
@@ -72,6 +80,7 @@ __all__ = ["serve"]
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     host: str,
+    allowed_hosts: tuple[str, ...],
     port: int,
     store_url: str,
     redis_url: str | None,
@@ -96,6 +105,7 @@ def serve(
         base = ServeSettings.from_env()  # the tokens and the namespace, unless given here
         settings = base.replace(
             host=host,
+            allowed_hosts=allowed_hosts or base.allowed_hosts,
             port=port,
             store=store_url,
             redis=redis_url,

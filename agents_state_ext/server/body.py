@@ -61,7 +61,10 @@ class Body:
 
 
 async def read_body(request: Request) -> Body:
-    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big."""
+    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big.
+
+    A body must be sent as ``application/json`` (415 otherwise).
+    """
     raw = b""
     async for chunk in request.stream():
         raw += chunk
@@ -69,6 +72,9 @@ async def read_body(request: Request) -> Body:
             raise HTTPError(413, "PayloadTooLarge", f"the body is over {MAX_BODY} bytes")
     if not raw.strip():
         return Body({})
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":  # a form or a no-cors fetch cannot send this type
+        raise HTTPError(415, "UnsupportedMediaType", "a request body must be application/json")
     try:
         data = json.loads(raw)
     except ValueError:

@@ -5,17 +5,21 @@ environment variables (:meth:`ServeSettings.to_env` / :meth:`ServeSettings.from_
 app factory ``agents_state_ext.server.app:app_from_env`` builds the app from them in each
 worker:
 
-===============================  ==============================================================
-``AGENTS_STATE_EXT_STORE``       store URL (``open_store``); default ``agents-state-ext.db``
-``AGENTS_STATE_EXT_REDIS``       Redis URL of the stop bus (without: one process only)
-``AGENTS_STATE_EXT_TOKENS``      ``alice=SECRET,bob=SECRET``: bearer tokens (without: no auth)
-``AGENTS_STATE_EXT_MOCK_URL``    base URL of a mock Responses API server (``.../v1``)
-``AGENTS_STATE_EXT_MODEL``       model name (default ``gpt-4.1``)
-``AGENTS_STATE_EXT_STRATEGY``    strategy of new conversations (default ``previous_response``)
-``AGENTS_STATE_EXT_LEASE_TTL``   seconds a conversation's lease lasts unrenewed (default 15)
-``AGENTS_STATE_EXT_NAMESPACE``   prefix of the stop bus's Redis channels
-``OPENAI_API_KEY``               with it (and no mock URL): the real OpenAI API
-===============================  ==============================================================
+==================================  ============================================================
+``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; set it
+                                    to uvicorn's ``--host`` and the app checks it at start-up)
+``AGENTS_STATE_EXT_ALLOWED_HOSTS``  ``chat.example.com,.example.com``: host names answered
+                                    besides loopback and the bound address (others: 421)
+``AGENTS_STATE_EXT_STORE``          store URL (``open_store``); default ``agents-state-ext.db``
+``AGENTS_STATE_EXT_REDIS``          Redis URL of the stop bus (without: one process only)
+``AGENTS_STATE_EXT_TOKENS``         ``alice=SECRET,bob=SECRET``: bearer tokens (without: no auth)
+``AGENTS_STATE_EXT_MOCK_URL``       base URL of a mock Responses API server (``.../v1``)
+``AGENTS_STATE_EXT_MODEL``          model name (default ``gpt-4.1``)
+``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
+``AGENTS_STATE_EXT_LEASE_TTL``      seconds a conversation's lease lasts unrenewed (default 15)
+``AGENTS_STATE_EXT_NAMESPACE``      prefix of the stop bus's Redis channels
+``OPENAI_API_KEY``                  with it (and no mock URL): the real OpenAI API
+==================================  ============================================================
 
 Without an API key or a mock URL each worker answers with an in-process offline mock.
 """
@@ -65,6 +69,8 @@ class ServeSettings:
     strategy: str = "previous_response"
     lease_ttl: float = 15.0
     namespace: str = DEFAULT_NAMESPACE
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names answered besides loopback and the bound address (``--allowed-host``)."""
     api_key: bool = field(default=False, repr=False)
     """Whether ``OPENAI_API_KEY`` is set (read by :meth:`from_env`, never stored here)."""
 
@@ -74,6 +80,16 @@ class ServeSettings:
         if self.mock_url:
             return "mock-server"
         return "openai" if self.api_key else "offline"
+
+    @property
+    def served_hosts(self) -> tuple[str, ...]:
+        """The hosts the app answers for besides loopback: the listed ones, the bound address.
+
+        A wildcard bind (``0.0.0.0``, ``::``) stands for every address of the machine: a
+        ``Host`` that is an IP address is then answered (a rebinding page has a name, never
+        the address itself), names only when listed.
+        """
+        return (*self.allowed_hosts, self.host)
 
     def check(self) -> ServeSettings:
         """``self`` if the combination is safe to run, else ``ValueError`` saying why (one line)."""
@@ -119,6 +135,8 @@ class ServeSettings:
             "NAMESPACE": self.namespace,
             "REDIS": self.redis or "",
             "MOCK_URL": self.mock_url or "",
+            "HOST": self.host,
+            "ALLOWED_HOSTS": ",".join(self.allowed_hosts),
             "TOKENS": ",".join(f"{user}={secret}" for user, secret in self.tokens.items()),
         }
         return {ENV_PREFIX + key: value for key, value in env.items()}
@@ -138,6 +156,8 @@ class ServeSettings:
         except ValueError:
             raise ValueError(f"{ENV_PREFIX}LEASE_TTL must be a number, got {ttl!r}") from None
         return cls(
+            host=get("HOST") or cls.host,
+            allowed_hosts=_split_list(get("ALLOWED_HOSTS") or ""),
             store=get("STORE") or DEFAULT_STORE,
             redis=get("REDIS"),
             tokens=parse_tokens(get("TOKENS") or ""),
@@ -152,6 +172,11 @@ class ServeSettings:
     def replace(self, **changes: object) -> ServeSettings:
         """A copy with ``changes``."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _split_list(text: str) -> tuple[str, ...]:
+    """A comma-separated text as its non-empty, stripped parts."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _in_memory(store: str) -> bool:
