@@ -253,3 +253,25 @@ def test_serve_refuses_a_rebound_name_and_a_cross_site_form(served: str) -> None
         assert created.status_code == 201
         assert created.headers["x-content-type-options"] == "nosniff"
         assert http.get("/").status_code == 200
+
+
+# -- health says when stops cannot arrive ------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_health_reports_a_dead_stop_bus_reader(mock: MockResponsesAPI) -> None:
+    from _backends import redis_url, unique_name
+
+    from agents_state_ext.server import RedisStopBus
+
+    bus = await RedisStopBus.connect(redis_url(), namespace=unique_name("stops"))
+    app = app_on(mock, stop_bus=bus)
+    client = ASGIClient(app)
+    assert (await client.get("/api/health"))[0] == 200
+    async with bus.watch("c1"):
+        bus._closed = True  # a reader that is gone and not coming back
+        status, body = await client.get("/api/health")
+        bus._closed = False
+    assert status == 503 and body["stop_bus"] == "down"
+    await app.state.chat_server.aclose()
+    await bus.aclose()

@@ -117,6 +117,9 @@ class ChatServer:
     # -- conversations -------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
+        if not getattr(self.driver.stops, "alive", True):  # stops would not reach this worker
+            body = {"status": "degraded", "stop_bus": "down", "worker_id": self.worker_id}
+            return JSONResponse(body, status_code=503)
         return JSONResponse({"status": "ok", "worker_id": self.worker_id})
 
     async def create(self, request: Request) -> Response:
