@@ -135,6 +135,7 @@ def create_app(
     stop_timeout: float = 10.0,
     keep_alive: float = 15.0,
     allowed_hosts: Iterable[str] = (),
+    trust_client_items: bool = False,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -153,7 +154,9 @@ def create_app(
     ``chat.example.com``, ``.example.com`` with subdomains, ``*`` when a proxy in front checks
     ``Host``) are answered, others are 421; writes from a foreign ``Origin`` are 403, bodies
     other than JSON 415 (:mod:`.guard`). Without ``tokens`` and ``identify`` only requests
-    that arrive on a loopback address are answered.
+    that arrive on a loopback address are answered. A message sent as input items may hold
+    user messages only, unless ``trust_client_items`` (then any item, ``system`` and
+    ``developer`` roles and tool outputs too: for clients you trust as much as your config).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -177,6 +180,7 @@ def create_app(
         chat_options=chat_options or {},
         stop_timeout=stop_timeout,
         keep_alive=keep_alive,
+        trust_client_items=trust_client_items,
     )
 
     @contextlib.asynccontextmanager
