@@ -7,6 +7,7 @@ against the app of ``serve`` on a real uvicorn socket.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -338,3 +339,32 @@ async def test_clients_send_user_messages_only_unless_the_app_trusts_them(
     response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": content})
     assert (await response.all_events())[-1][0] == "record"
     await trusting.state.chat_server.aclose()
+
+
+# -- text no UTF-8 can hold ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_lone_surrogate_from_the_model_never_cuts_the_stream(
+    mock: MockResponsesAPI,
+) -> None:
+    from agents_state_ext.server import ServerEvent
+
+    encoded = ServerEvent("delta", {"text": "a\ud800b"}).encode()
+    assert encoded.decode() == 'event: delta\ndata: {"text":"a\\ud800b"}\n\n'
+    app = app_on(mock)
+    client = ASGIClient(app)
+    cid = (await client.post("/api/conversations", {}))[1]["id"]
+    from agents_state_ext.testing import Reply
+
+    mock.enqueue(Reply.text("bad \ud800 text", chunks=["bad ", "\ud800", " text"]))
+    response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": "hi"})
+    events = await asyncio.wait_for(response.all_events(), 60)
+    deltas = "".join(data["text"] for name, data in events if name == "delta")
+    assert deltas == "bad \ud800 text"
+    name, last = events[-1]
+    assert name in ("record", "error")
+    stored = (await client.get(f"/api/conversations/{cid}/attempts"))[1]["attempts"][-1]
+    assert stored["status"] in ("complete", "failed")  # final on this request
+    assert (last["record"] if name == "error" else last)["status"] == stored["status"]
+    await app.state.chat_server.aclose()

@@ -67,9 +67,14 @@ class ServerEvent:
     data: dict[str, Any]
 
     def encode(self) -> bytes:
-        """The event as SSE bytes (one ``data:`` line: JSON never holds a raw newline)."""
+        """The event as SSE bytes (one ``data:`` line: JSON never holds a raw newline).
+
+        A lone surrogate (text no UTF-8 can hold, from a model or a tool) is sent as its JSON
+        escape ``\\udXXX``: the stream goes on instead of ending without its last event.
+        """
         text = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"event: {self.event}\ndata: {text}\n\n".encode()
+        # backslashreplace writes a surrogate as \udXXX, which is its escape in a JSON string
+        return f"event: {self.event}\ndata: {text}\n\n".encode("utf-8", "backslashreplace")
 
     @property
     def final(self) -> bool:
