@@ -368,3 +368,45 @@ async def test_a_lone_surrogate_from_the_model_never_cuts_the_stream(
     assert stored["status"] in ("complete", "failed")  # final on this request
     assert (last["record"] if name == "error" else last)["status"] == stored["status"]
     await app.state.chat_server.aclose()
+
+
+# -- tokens, secrets, upstream errors ------------------------------------------------------------
+
+
+def test_a_short_token_is_refused_and_tokens_come_from_a_file(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from agents_state_ext.cli import main
+
+    for tokens in ({"alice": "x"}, {"alice": "fifteen-chars!!"}):
+        with pytest.raises(ValueError, match="shorter than 16"):
+            ServeSettings(tokens=tokens).check()
+        with pytest.raises(ValueError, match="shorter than 16"):
+            create_app(store=InMemoryStore(), agent=Agent(name="a"), tokens=tokens)
+    result = CliRunner().invoke(main, ["serve", "--token", "alice=x"], env={"OPENAI_API_KEY": ""})
+    assert result.exit_code != 0 and "shorter than 16" in result.stderr
+    path = tmp_path / "tokens"
+    path.write_text("# the team\nalice=alice-secret-0001\n\nbob=bob-secret-00000002\n")
+    settings = ServeSettings.from_env({"AGENTS_STATE_EXT_TOKENS_FILE": str(path)})
+    assert settings.tokens == {"alice": "alice-secret-0001", "bob": "bob-secret-00000002"}
+    assert settings.check() is settings
+    with pytest.raises(ValueError, match="cannot read the tokens file"):
+        ServeSettings.from_env({"AGENTS_STATE_EXT_TOKENS_FILE": str(tmp_path / "none")})
+
+
+@pytest.mark.anyio
+async def test_an_upstream_error_s_text_reaches_the_record_not_the_user(
+    mock: MockResponsesAPI,
+) -> None:
+    from agents_state_ext.testing import Fault
+
+    app = app_on(mock)
+    client = ASGIClient(app)
+    cid = (await client.post("/api/conversations", {}))[1]["id"]
+    mock.inject(Fault.status(500, "org-1234 quota for key sk-abc exceeded"))
+    response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": "hi"})
+    name, error = (await asyncio.wait_for(response.all_events(), 60))[-1]
+    assert name == "error" and error["status"] == 502
+    assert error["message"] == "the model's API failed (500)"
+    assert "org-1234" in (error["record"]["error"] or "")
+    await app.state.chat_server.aclose()

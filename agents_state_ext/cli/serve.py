@@ -57,6 +57,12 @@ __all__ = ["serve"]
     help="Require `Authorization: Bearer SECRET` (repeatable; env AGENTS_STATE_EXT_TOKENS).",
 )
 @click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="A file of USER=SECRET lines: tokens kept out of the process list "
+    "(env AGENTS_STATE_EXT_TOKENS_FILE).",
+)
+@click.option(
     "--mock-url",
     envvar="AGENTS_STATE_EXT_MOCK_URL",
     help="Base URL of a mock Responses API server (…/v1) to answer with.",
@@ -86,6 +92,7 @@ def serve(
     redis_url: str | None,
     workers: int,
     tokens: tuple[str, ...],
+    token_file: str | None,
     mock_url: str | None,
     model: str,
     strategy: str,
@@ -94,15 +101,18 @@ def serve(
 ) -> None:
     """Serve the chat API (docs/serve.md): create, send, stop, retry, edit, switch, ...
 
-    Without OPENAI_API_KEY the answers come from an offline mock. Listening beyond loopback
+    Without OPENAI_API_KEY the answers come from an offline mock. Secrets given as options
+    (--token, a password in --store) show in the process list: prefer --token-file or the
+    environment variables. Listening beyond loopback
     needs --token; several workers need --redis and a shared store. Each option may also be
     set as AGENTS_STATE_EXT_<NAME> (AGENTS_STATE_EXT_NAMESPACE: the Redis channel prefix).
     """
-    from ..server.auth import parse_tokens
+    from ..server.auth import parse_tokens, read_tokens_file
     from ..server.config import ServeSettings
 
     try:
         base = ServeSettings.from_env()  # the tokens and the namespace, unless given here
+        given = {**(read_tokens_file(token_file) if token_file else {}), **parse_tokens(tokens)}
         settings = base.replace(
             host=host,
             allowed_hosts=allowed_hosts or base.allowed_hosts,
@@ -110,7 +120,7 @@ def serve(
             store=store_url,
             redis=redis_url,
             workers=workers,
-            tokens=parse_tokens(tokens) if tokens else base.tokens,
+            tokens=given or base.tokens,
             mock_url=mock_url,
             model=model,
             strategy=strategy,

@@ -13,6 +13,7 @@ worker:
 ``AGENTS_STATE_EXT_STORE``          store URL (``open_store``); default ``agents-state-ext.db``
 ``AGENTS_STATE_EXT_REDIS``          Redis URL of the stop bus (without: one process only)
 ``AGENTS_STATE_EXT_TOKENS``         ``alice=SECRET,bob=SECRET``: bearer tokens (without: no auth)
+``AGENTS_STATE_EXT_TOKENS_FILE``    a file of ``USER=SECRET`` lines (kept out of ``ps``)
 ``AGENTS_STATE_EXT_MOCK_URL``       base URL of a mock Responses API server (``.../v1``)
 ``AGENTS_STATE_EXT_MODEL``          model name (default ``gpt-4.1``)
 ``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..chat import STRATEGIES
-from .auth import parse_tokens
+from .auth import check_secrets, parse_tokens, read_tokens_file
 from .stops import DEFAULT_NAMESPACE
 
 __all__ = ["DEFAULT_STORE", "ENV_PREFIX", "ModelSource", "ServeSettings", "is_loopback"]
@@ -97,6 +98,7 @@ class ServeSettings:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be 0-65535, got {self.port}")
+        check_secrets(self.tokens)
         if not is_loopback(self.host) and not self.tokens:
             raise ValueError(
                 f"refusing to listen on {self.host} without --token: anyone who reaches the "
@@ -150,6 +152,10 @@ class ServeSettings:
             value = env.get(ENV_PREFIX + key, "").strip()
             return value or None
 
+        tokens = parse_tokens(get("TOKENS") or "")
+        tokens_file = get("TOKENS_FILE")
+        if tokens_file is not None:
+            tokens = {**read_tokens_file(tokens_file), **tokens}
         ttl = get("LEASE_TTL")
         try:
             lease_ttl = float(ttl) if ttl is not None else cls.lease_ttl
@@ -160,7 +166,7 @@ class ServeSettings:
             allowed_hosts=_split_list(get("ALLOWED_HOSTS") or ""),
             store=get("STORE") or DEFAULT_STORE,
             redis=get("REDIS"),
-            tokens=parse_tokens(get("TOKENS") or ""),
+            tokens=tokens,
             mock_url=get("MOCK_URL"),
             model=get("MODEL") or cls.model,
             strategy=get("STRATEGY") or cls.strategy,

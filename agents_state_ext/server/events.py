@@ -130,7 +130,11 @@ def error_status(error: BaseException) -> int:
 
 
 def error_body(error: BaseException) -> dict[str, Any]:
-    """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type)."""
+    """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type).
+
+    A failure of the model's API says only that and its status: the provider's own text (which
+    may name the account, the model or the key) stays in the attempt record for the operator.
+    """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
     message = _message(error) if status != 500 else "internal server error"
@@ -138,6 +142,9 @@ def error_body(error: BaseException) -> dict[str, Any]:
 
 
 def _message(error: BaseException) -> str:
+    if isinstance(error, openai.APIError):  # its text is the provider's: kept in the record only
+        status = getattr(error, "status_code", None)
+        return f"the model's API failed ({status})" if status else "the model's API failed"
     if isinstance(error, KeyError) and len(error.args) == 1:
         return str(error.args[0])  # str() of a KeyError adds quotes
     return " ".join(str(error).split()) or type(error).__name__
