@@ -36,6 +36,7 @@ set_tracing_disabled(True)
 T = TypeVar("T")
 SLOW = "one two three four five six seven eight"
 STRATEGIES = ("replay", "session", "previous_response", "conversation")
+JSON = {"content-type": "application/json"}
 
 
 @function_tool
@@ -594,8 +595,8 @@ async def test_errors_are_json_with_their_status(mock: MockResponsesAPI, apps: A
             404,
             "ConversationNotFoundError",
         ),
-        (client.post(f"{base}/messages", raw=b"{not json"), 400, "BadRequest"),
-        (client.post(f"{base}/messages", raw=b"[1, 2]"), 400, "BadRequest"),
+        (client.post(f"{base}/messages", raw=b"{not json", headers=JSON), 400, "BadRequest"),
+        (client.post(f"{base}/messages", raw=b"[1, 2]", headers=JSON), 400, "BadRequest"),
         (client.post(f"{base}/messages", {}), 400, "BadRequest"),
         (client.post(f"{base}/messages", {"content": "x", "stream": "yes"}), 400, "BadRequest"),
         (client.post(f"{base}/edit", {"content": "x"}), 400, "BadRequest"),

@@ -27,7 +27,7 @@ from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI, Reply
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
 
-TOKENS = {"alice": "alice-secret-0001", "bob": "bob-secret-0002"}
+TOKENS = {"alice": "alice-secret-0001", "bob": "bob-secret-00000002"}
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def test_serve_listens_on_loopback_by_default_and_refuses_more_without_tokens() 
         assert not is_loopback(host)
         with pytest.raises(ValueError, match="without --token"):
             ServeSettings(host=host).check()
-        ServeSettings(host=host, tokens={"alice": "s"}).check()
+        ServeSettings(host=host, tokens={"alice": "a-long-enough-secret"}).check()
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2"))
 
 

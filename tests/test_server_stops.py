@@ -288,3 +288,58 @@ async def test_a_stop_crosses_os_processes(url: str) -> None:
             proc.kill()
             await proc.wait()
         await bus.aclose()
+
+
+# -- hostile messages (issue 28) ---------------------------------------------------------------
+
+
+async def test_one_bad_message_never_disables_the_bus(
+    url: str, raw: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus = await RedisStopBus.connect(url, namespace=unique_name("stops"))
+    try:
+        async with bus.watch("c1") as watch:
+            channel = bus.channel("c1")
+            for junk in (
+                "[" * 100_000,  # deeply nested: RecursionError in json.loads
+                '{"attempt_id": ' * 5000 + '"x"' + "}" * 5000,
+                '{"attempt_id": "' + "a" * 5000 + '"}',  # over the size bound
+                '{"attempt_id": 7}',
+                '"just text"',
+                "\x00\xff not json",
+            ):
+                assert await raw.publish(channel, junk) == 1
+            assert await raw.publish(channel, '{"attempt_id": "att_after"}') == 1
+            with anyio.fail_after(WAIT):
+                assert await watch.requested() == "att_after"
+            assert watch.received == ["att_after"]
+        assert bus.alive
+        with anyio.fail_after(WAIT):  # a new watch still gets its subscription confirmed
+            async with bus.watch("c2") as second:
+                assert await bus.request_stop("c2", "att_2") == 1
+                assert await second.requested() == "att_2"
+        assert "malformed stop request" in caplog.text
+    finally:
+        await bus.aclose()
+
+
+async def test_a_reader_that_ends_is_started_again_and_logged(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus = await RedisStopBus.connect(url, namespace=unique_name("stops"))
+    try:
+        async with bus.watch("c1") as watch:
+            reader = bus._reader
+            assert reader is not None
+            reader.cancel()  # stands for a reader that died of something unforeseen
+            with anyio.fail_after(WAIT):
+                while bus._reader is reader:
+                    await anyio.sleep(0.01)
+            assert bus.alive and bus.reader_restarts == 1
+            assert "reader ended" in caplog.text
+            assert await bus.request_stop("c1", "att_1") == 1
+            with anyio.fail_after(WAIT):
+                assert await watch.requested() == "att_1"
+    finally:
+        await bus.aclose()
+    assert not bus.alive

@@ -119,14 +119,17 @@ async def test_head_and_revalidation(client: ASGIClient) -> None:
 
 async def test_the_page_needs_no_token_but_the_api_does() -> None:
     store = InMemoryStore()
-    app = create_app(store=store, agent=Agent(name="assistant"), tokens={"alice": "s3cret"})
+    app = create_app(
+        store=store, agent=Agent(name="assistant"), tokens={"alice": "alice-secret-0001"}
+    )
     client = ASGIClient(app)
 
     assert (await fetch(client, "/"))[0] == 200
     assert (await fetch(client, "/ui/app.js"))[0] == 200
     status, headers, _ = await fetch(client, "/api/conversations")
     assert status == 401 and headers["www-authenticate"] == "Bearer"
-    assert (await fetch(client, "/api/conversations", {"Authorization": "Bearer s3cret"}))[0] == 200
+    bearer = {"Authorization": "Bearer alice-secret-0001"}
+    assert (await fetch(client, "/api/conversations", bearer))[0] == 200
     await store.aclose()
 
 

@@ -512,7 +512,9 @@ def test_with_tokens_the_page_asks_for_one(
     browser: Browser, mock: MockServer, tmp_path: Path
 ) -> None:
     settings = ServeSettings(
-        store=str(tmp_path / "tokens.db"), mock_url=mock.base_url, tokens={"alice": "s3cret"}
+        store=str(tmp_path / "tokens.db"),
+        mock_url=mock.base_url,
+        tokens={"alice": "alice-secret-0001"},
     )
     with ThreadServer(app_from_settings(settings)) as server:
         context = browser.new_context()
@@ -523,17 +525,20 @@ def test_with_tokens_the_page_asks_for_one(
             expect(page.locator("#alerts .alert").first).to_contain_text("401 Unauthorized")
             expect(page.locator("#access")).to_be_visible()
             expect(page.locator("#access-token")).to_be_focused()
-            page.keyboard.type("s3cret")
+            page.keyboard.type("alice-secret-0001")
             page.keyboard.press("Enter")
             expect(page.locator("#access")).to_be_hidden()
             cid = create(page)
             send(page, "hello alice")
             settled(page)
             expect(answers(page).locator(".msg-text")).to_have_text("echo: hello alice")
-            assert page.evaluate("sessionStorage.getItem('agents-state-ext.token')") == "s3cret"
+            assert (
+                page.evaluate("sessionStorage.getItem('agents-state-ext.token')")
+                == "alice-secret-0001"
+            )
         finally:
             context.close()
-        mine = API(server.url, token="s3cret").get("conversations")["conversations"]
+        mine = API(server.url, token="alice-secret-0001").get("conversations")["conversations"]
         assert [c["id"] for c in mine] == [cid]
 
 

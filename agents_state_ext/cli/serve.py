@@ -25,6 +25,14 @@ __all__ = ["serve"]
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name the server answers for besides loopback and the bound address "
+    "(repeatable; .example.com with subdomains; env AGENTS_STATE_EXT_ALLOWED_HOSTS).",
+)
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option(
     "--store",
@@ -47,6 +55,12 @@ __all__ = ["serve"]
     multiple=True,
     metavar="USER=SECRET",
     help="Require `Authorization: Bearer SECRET` (repeatable; env AGENTS_STATE_EXT_TOKENS).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="A file of USER=SECRET lines: tokens kept out of the process list "
+    "(env AGENTS_STATE_EXT_TOKENS_FILE).",
 )
 @click.option(
     "--mock-url",
@@ -72,11 +86,13 @@ __all__ = ["serve"]
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     host: str,
+    allowed_hosts: tuple[str, ...],
     port: int,
     store_url: str,
     redis_url: str | None,
     workers: int,
     tokens: tuple[str, ...],
+    token_file: str | None,
     mock_url: str | None,
     model: str,
     strategy: str,
@@ -85,22 +101,26 @@ def serve(
 ) -> None:
     """Serve the chat API (docs/serve.md): create, send, stop, retry, edit, switch, ...
 
-    Without OPENAI_API_KEY the answers come from an offline mock. Listening beyond loopback
+    Without OPENAI_API_KEY the answers come from an offline mock. Secrets given as options
+    (--token, a password in --store) show in the process list: prefer --token-file or the
+    environment variables. Listening beyond loopback
     needs --token; several workers need --redis and a shared store. Each option may also be
     set as AGENTS_STATE_EXT_<NAME> (AGENTS_STATE_EXT_NAMESPACE: the Redis channel prefix).
     """
-    from ..server.auth import parse_tokens
+    from ..server.auth import parse_tokens, read_tokens_file
     from ..server.config import ServeSettings
 
     try:
         base = ServeSettings.from_env()  # the tokens and the namespace, unless given here
+        given = {**(read_tokens_file(token_file) if token_file else {}), **parse_tokens(tokens)}
         settings = base.replace(
             host=host,
+            allowed_hosts=allowed_hosts or base.allowed_hosts,
             port=port,
             store=store_url,
             redis=redis_url,
             workers=workers,
-            tokens=parse_tokens(tokens) if tokens else base.tokens,
+            tokens=given or base.tokens,
             mock_url=mock_url,
             model=model,
             strategy=strategy,

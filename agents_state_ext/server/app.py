@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from agents import Agent
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,6 +30,7 @@ from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
 from .config import ServeSettings
 from .events import error_body, error_status
+from .guard import RequestGuard
 from .handlers import AgentFactory, ChatServer
 from .leases import LeaseManager
 from .pages import page_routes
@@ -102,12 +104,19 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-def _starlette(routes: list[Route], lifespan: Any) -> Starlette:
-    return Starlette(
+def _starlette(
+    routes: list[Route], lifespan: Any, *, allowed_hosts: Iterable[str], local_only: bool
+) -> Starlette:
+    guard = Middleware(RequestGuard, allowed_hosts=tuple(allowed_hosts), local_only=local_only)
+    app = Starlette(
         routes=[*routes, *page_routes()],
         lifespan=lifespan,
         exception_handlers={StarletteHTTPException: _routing_error},
+        middleware=[guard],
     )
+    # A slash redirect would build its Location from the request's Host: answer 404 instead.
+    app.router.redirect_slashes = False
+    return app
 
 
 def create_app(
@@ -125,6 +134,8 @@ def create_app(
     chat_options: Mapping[str, Any] | None = None,
     stop_timeout: float = 10.0,
     keep_alive: float = 15.0,
+    allowed_hosts: Iterable[str] = (),
+    trust_client_items: bool = False,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -138,6 +149,14 @@ def create_app(
     ``chat_options`` go to every ``open_conversation`` (``counter``, ``runner_kwargs``, ...).
     ``stop_timeout`` bounds how long a stop waits for another worker; ``keep_alive`` is the
     seconds between SSE keep-alive comments while an answer is silent.
+
+    Only requests for loopback hosts and ``allowed_hosts`` (names your users reach the app by:
+    ``chat.example.com``, ``.example.com`` with subdomains, ``*`` when a proxy in front checks
+    ``Host``) are answered, others are 421; writes from a foreign ``Origin`` are 403, bodies
+    other than JSON 415 (:mod:`.guard`). Without ``tokens`` and ``identify`` only requests
+    that arrive on a loopback address are answered. A message sent as input items may hold
+    user messages only, unless ``trust_client_items`` (then any item, ``system`` and
+    ``developer`` roles and tool outputs too: for clients you trust as much as your config).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -161,6 +180,7 @@ def create_app(
         chat_options=chat_options or {},
         stop_timeout=stop_timeout,
         keep_alive=keep_alive,
+        trust_client_items=trust_client_items,
     )
 
     @contextlib.asynccontextmanager
@@ -170,7 +190,12 @@ def create_app(
         finally:
             await server.aclose()
 
-    app = _starlette(_routes(lambda: server), lifespan)
+    app = _starlette(
+        _routes(lambda: server),
+        lifespan,
+        allowed_hosts=allowed_hosts,
+        local_only=not tokens and identify is None,
+    )
     app.state.chat_server = server
     return app
 
@@ -211,7 +236,12 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 await server.aclose()
                 holder.clear()
 
-    return _starlette(_routes(get), lifespan)
+    return _starlette(
+        _routes(get),
+        lifespan,
+        allowed_hosts=settings.served_hosts,
+        local_only=not settings.tokens,
+    )
 
 
 def app_from_env() -> Starlette:

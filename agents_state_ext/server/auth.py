@@ -19,13 +19,25 @@ from starlette.requests import Request
 
 from .events import HTTPError
 
-__all__ = ["DEFAULT_USER", "USER_HEADER", "Identify", "TokenAuth", "parse_tokens"]
+__all__ = [
+    "DEFAULT_USER",
+    "MIN_TOKEN_LENGTH",
+    "USER_HEADER",
+    "Identify",
+    "TokenAuth",
+    "check_secrets",
+    "parse_tokens",
+    "read_tokens_file",
+]
 
 USER_HEADER = "X-User-Id"
 DEFAULT_USER = "local"
 
 Identify = Callable[[Request], "str | Awaitable[str | None] | None"]
 """Your own authentication for a mounted app: the user id of a request (``None``: 401)."""
+
+MIN_TOKEN_LENGTH = 16
+"""The shortest token secret accepted: a short one can be guessed by trying."""
 
 _USER = re.compile(r"[A-Za-z0-9_.@:+-]{1,128}")
 
@@ -53,6 +65,30 @@ def parse_tokens(specs: str | Iterable[str]) -> dict[str, str]:
     return tokens
 
 
+def check_secrets(tokens: Mapping[str, str]) -> Mapping[str, str]:
+    """``tokens`` if every secret has at least :data:`MIN_TOKEN_LENGTH` characters."""
+    short = sorted(user for user, secret in tokens.items() if len(secret) < MIN_TOKEN_LENGTH)
+    if short:
+        raise ValueError(
+            f"the token of {', '.join(short)} is shorter than {MIN_TOKEN_LENGTH} characters: "
+            "use a long random secret (python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
+    return tokens
+
+
+def read_tokens_file(path: str) -> dict[str, str]:
+    """The ``USER=SECRET`` lines of a file (blank lines and ``#`` comments skipped).
+
+    A file (or an environment variable) keeps the secrets out of the process list.
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = [line.strip() for line in file]
+    except OSError as exc:
+        raise ValueError(f"cannot read the tokens file {path!r}: {exc.strerror}") from None
+    return parse_tokens([line for line in lines if line and not line.startswith("#")])
+
+
 def check_user(user: str) -> str:
     """``user`` if it is a user id (1-128 letters, digits or ``_.@:+-``), else ``ValueError``."""
     if not _USER.fullmatch(user):
@@ -74,13 +110,15 @@ def _digest(secret: str) -> bytes:
 class TokenAuth:
     """Finds the user of a request: by bearer token when tokens are set, else by header.
 
-    ``tokens`` maps user -> secret (see :func:`parse_tokens`); ``identify`` replaces both
+    ``tokens`` maps user -> secret (see :func:`parse_tokens`; each at least
+    :data:`MIN_TOKEN_LENGTH` characters, else ``ValueError``); ``identify`` replaces both
     with your own function (for an app mounted behind your own authentication).
     """
 
     def __init__(
         self, tokens: Mapping[str, str] | None = None, *, identify: Identify | None = None
     ) -> None:
+        check_secrets(tokens or {})
         self._tokens = [(user, _digest(secret)) for user, secret in (tokens or {}).items()]
         for user, _ in self._tokens:
             check_user(user)

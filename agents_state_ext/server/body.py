@@ -10,10 +10,13 @@ from starlette.requests import Request
 
 from .events import HTTPError
 
-__all__ = ["MAX_BODY", "Body", "read_body"]
+__all__ = ["MAX_BODY", "MAX_DEPTH", "Body", "read_body"]
 
 MAX_BODY = 1 << 20
 """The largest body accepted, in bytes (a message of a chat, not a file upload)."""
+
+MAX_DEPTH = 32
+"""The deepest nesting of arrays and objects a body may have (a message's items need ~6)."""
 
 _MISSING: Any = object()
 
@@ -50,18 +53,31 @@ class Body:
             raise _bad(f"{name!r} must be true or false")
         return value
 
-    def content(self, name: str) -> str | list[dict[str, Any]]:
-        """A message's content: non-empty text, or a list of Responses input items (objects)."""
+    def content(self, name: str, *, any_items: bool = False) -> str | list[dict[str, Any]]:
+        """A message's content: non-empty text, or a list of Responses input items (objects).
+
+        Unless ``any_items``, each item must be a user message (``role: "user"``): system and
+        developer instructions, tool outputs and references come from the operator, not from
+        a client.
+        """
         value = self._data.get(name)
         if isinstance(value, str) and value.strip():
             return value
         if isinstance(value, list) and value and all(isinstance(i, dict) for i in value):
+            if not any_items:
+                for item in value:
+                    if item.get("role") != "user" or item.get("type", "message") != "message":
+                        role = item.get("role", item.get("type"))
+                        raise _bad(f"{name!r} may hold user messages only, got {str(role)[:40]!r}")
             return value
         raise _bad(f"{name!r} must be non-empty text or a list of input items")
 
 
 async def read_body(request: Request) -> Body:
-    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big."""
+    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big.
+
+    A body must be sent as ``application/json`` (415 otherwise).
+    """
     raw = b""
     async for chunk in request.stream():
         raw += chunk
@@ -69,10 +85,35 @@ async def read_body(request: Request) -> Body:
             raise HTTPError(413, "PayloadTooLarge", f"the body is over {MAX_BODY} bytes")
     if not raw.strip():
         return Body({})
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":  # a form or a no-cors fetch cannot send this type
+        raise HTTPError(415, "UnsupportedMediaType", "a request body must be application/json")
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise _bad(f"the body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError:
         raise _bad("the body is not JSON") from None
+    if _depth(data) > MAX_DEPTH:
+        raise _bad(f"the body nests deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         raise _bad("the body must be a JSON object")
     return Body(data)
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (iterative: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest

@@ -5,17 +5,22 @@ environment variables (:meth:`ServeSettings.to_env` / :meth:`ServeSettings.from_
 app factory ``agents_state_ext.server.app:app_from_env`` builds the app from them in each
 worker:
 
-===============================  ==============================================================
-``AGENTS_STATE_EXT_STORE``       store URL (``open_store``); default ``agents-state-ext.db``
-``AGENTS_STATE_EXT_REDIS``       Redis URL of the stop bus (without: one process only)
-``AGENTS_STATE_EXT_TOKENS``      ``alice=SECRET,bob=SECRET``: bearer tokens (without: no auth)
-``AGENTS_STATE_EXT_MOCK_URL``    base URL of a mock Responses API server (``.../v1``)
-``AGENTS_STATE_EXT_MODEL``       model name (default ``gpt-4.1``)
-``AGENTS_STATE_EXT_STRATEGY``    strategy of new conversations (default ``previous_response``)
-``AGENTS_STATE_EXT_LEASE_TTL``   seconds a conversation's lease lasts unrenewed (default 15)
-``AGENTS_STATE_EXT_NAMESPACE``   prefix of the stop bus's Redis channels
-``OPENAI_API_KEY``               with it (and no mock URL): the real OpenAI API
-===============================  ==============================================================
+==================================  ============================================================
+``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; set it
+                                    to uvicorn's ``--host`` and the app checks it at start-up)
+``AGENTS_STATE_EXT_ALLOWED_HOSTS``  ``chat.example.com,.example.com``: host names answered
+                                    besides loopback and the bound address (others: 421)
+``AGENTS_STATE_EXT_STORE``          store URL (``open_store``); default ``agents-state-ext.db``
+``AGENTS_STATE_EXT_REDIS``          Redis URL of the stop bus (without: one process only)
+``AGENTS_STATE_EXT_TOKENS``         ``alice=SECRET,bob=SECRET``: bearer tokens (without: no auth)
+``AGENTS_STATE_EXT_TOKENS_FILE``    a file of ``USER=SECRET`` lines (kept out of ``ps``)
+``AGENTS_STATE_EXT_MOCK_URL``       base URL of a mock Responses API server (``.../v1``)
+``AGENTS_STATE_EXT_MODEL``          model name (default ``gpt-4.1``)
+``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
+``AGENTS_STATE_EXT_LEASE_TTL``      seconds a conversation's lease lasts unrenewed (default 15)
+``AGENTS_STATE_EXT_NAMESPACE``      prefix of the stop bus's Redis channels
+``OPENAI_API_KEY``                  with it (and no mock URL): the real OpenAI API
+==================================  ============================================================
 
 Without an API key or a mock URL each worker answers with an in-process offline mock.
 """
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..chat import STRATEGIES
-from .auth import parse_tokens
+from .auth import check_secrets, parse_tokens, read_tokens_file
 from .stops import DEFAULT_NAMESPACE
 
 __all__ = ["DEFAULT_STORE", "ENV_PREFIX", "ModelSource", "ServeSettings", "is_loopback"]
@@ -65,6 +70,8 @@ class ServeSettings:
     strategy: str = "previous_response"
     lease_ttl: float = 15.0
     namespace: str = DEFAULT_NAMESPACE
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names answered besides loopback and the bound address (``--allowed-host``)."""
     api_key: bool = field(default=False, repr=False)
     """Whether ``OPENAI_API_KEY`` is set (read by :meth:`from_env`, never stored here)."""
 
@@ -75,12 +82,23 @@ class ServeSettings:
             return "mock-server"
         return "openai" if self.api_key else "offline"
 
+    @property
+    def served_hosts(self) -> tuple[str, ...]:
+        """The hosts the app answers for besides loopback: the listed ones, the bound address.
+
+        A wildcard bind (``0.0.0.0``, ``::``) stands for every address of the machine: a
+        ``Host`` that is an IP address is then answered (a rebinding page has a name, never
+        the address itself), names only when listed.
+        """
+        return (*self.allowed_hosts, self.host)
+
     def check(self) -> ServeSettings:
         """``self`` if the combination is safe to run, else ``ValueError`` saying why (one line)."""
         if self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be 0-65535, got {self.port}")
+        check_secrets(self.tokens)
         if not is_loopback(self.host) and not self.tokens:
             raise ValueError(
                 f"refusing to listen on {self.host} without --token: anyone who reaches the "
@@ -119,6 +137,8 @@ class ServeSettings:
             "NAMESPACE": self.namespace,
             "REDIS": self.redis or "",
             "MOCK_URL": self.mock_url or "",
+            "HOST": self.host,
+            "ALLOWED_HOSTS": ",".join(self.allowed_hosts),
             "TOKENS": ",".join(f"{user}={secret}" for user, secret in self.tokens.items()),
         }
         return {ENV_PREFIX + key: value for key, value in env.items()}
@@ -132,15 +152,21 @@ class ServeSettings:
             value = env.get(ENV_PREFIX + key, "").strip()
             return value or None
 
+        tokens = parse_tokens(get("TOKENS") or "")
+        tokens_file = get("TOKENS_FILE")
+        if tokens_file is not None:
+            tokens = {**read_tokens_file(tokens_file), **tokens}
         ttl = get("LEASE_TTL")
         try:
             lease_ttl = float(ttl) if ttl is not None else cls.lease_ttl
         except ValueError:
             raise ValueError(f"{ENV_PREFIX}LEASE_TTL must be a number, got {ttl!r}") from None
         return cls(
+            host=get("HOST") or cls.host,
+            allowed_hosts=_split_list(get("ALLOWED_HOSTS") or ""),
             store=get("STORE") or DEFAULT_STORE,
             redis=get("REDIS"),
-            tokens=parse_tokens(get("TOKENS") or ""),
+            tokens=tokens,
             mock_url=get("MOCK_URL"),
             model=get("MODEL") or cls.model,
             strategy=get("STRATEGY") or cls.strategy,
@@ -152,6 +178,11 @@ class ServeSettings:
     def replace(self, **changes: object) -> ServeSettings:
         """A copy with ``changes``."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _split_list(text: str) -> tuple[str, ...]:
+    """A comma-separated text as its non-empty, stripped parts."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _in_memory(store: str) -> bool:

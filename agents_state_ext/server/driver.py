@@ -206,7 +206,7 @@ class Driver:
                 finally:
                     stopping.cancel()
                     await asyncio.gather(stopping, return_exceptions=True)
-                last = await self._last_event(conversation_id, attempt)
+                last = await self._last_event(conversation_id, attempt, held)
         except asyncio.CancelledError:
             ready.cancel()
             raise
@@ -232,8 +232,19 @@ class Driver:
         await watch.requested(attempt.attempt_id)
         await attempt.stop()
 
-    async def _last_event(self, conversation_id: str, attempt: Attempt) -> ServerEvent:
+    async def _last_event(
+        self, conversation_id: str, attempt: Attempt, held: HeldLease
+    ) -> ServerEvent:
         record = await self.store.get_attempt(conversation_id, attempt.attempt_id)
+        if attempt.error is not None and record.status in IN_FLIGHT:
+            # Its end could not be stored (text no store can hold, say): close it as failed
+            # now, on this request, rather than leave it in flight for the next one.
+            reason = f"its end could not be stored: {type(attempt.error).__name__}"
+            try:  # the lease is ours: whatever is in flight here is this attempt
+                await close_interrupted(self.store, conversation_id, reason=reason, guard=held)
+            except Exception:
+                logger.exception("could not close attempt %s as failed", attempt.attempt_id)
+            record = await self.store.get_attempt(conversation_id, attempt.attempt_id)
         if attempt.error is None:
             return ServerEvent("record", record.to_dict())
         return _error_event(attempt.error, attempt, record)

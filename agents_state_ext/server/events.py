@@ -67,9 +67,14 @@ class ServerEvent:
     data: dict[str, Any]
 
     def encode(self) -> bytes:
-        """The event as SSE bytes (one ``data:`` line: JSON never holds a raw newline)."""
+        """The event as SSE bytes (one ``data:`` line: JSON never holds a raw newline).
+
+        A lone surrogate (text no UTF-8 can hold, from a model or a tool) is sent as its JSON
+        escape ``\\udXXX``: the stream goes on instead of ending without its last event.
+        """
         text = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"event: {self.event}\ndata: {text}\n\n".encode()
+        # backslashreplace writes a surrogate as \udXXX, which is its escape in a JSON string
+        return f"event: {self.event}\ndata: {text}\n\n".encode("utf-8", "backslashreplace")
 
     @property
     def final(self) -> bool:
@@ -125,7 +130,11 @@ def error_status(error: BaseException) -> int:
 
 
 def error_body(error: BaseException) -> dict[str, Any]:
-    """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type)."""
+    """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type).
+
+    A failure of the model's API says only that and its status: the provider's own text (which
+    may name the account, the model or the key) stays in the attempt record for the operator.
+    """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
     message = _message(error) if status != 500 else "internal server error"
@@ -133,6 +142,9 @@ def error_body(error: BaseException) -> dict[str, Any]:
 
 
 def _message(error: BaseException) -> str:
+    if isinstance(error, openai.APIError):  # its text is the provider's: kept in the record only
+        status = getattr(error, "status_code", None)
+        return f"the model's API failed ({status})" if status else "the model's API failed"
     if isinstance(error, KeyError) and len(error.args) == 1:
         return str(error.args[0])  # str() of a KeyError adds quotes
     return " ".join(str(error).split()) or type(error).__name__

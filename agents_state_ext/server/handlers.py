@@ -50,6 +50,7 @@ class ChatServer:
         chat_options: Mapping[str, Any],
         stop_timeout: float,
         keep_alive: float,
+        trust_client_items: bool = False,
     ) -> None:
         self.store = store
         self.auth = auth
@@ -59,6 +60,7 @@ class ChatServer:
         self._agent_factory = agent_factory
         self._options = dict(chat_options)
         self._keep_alive = keep_alive
+        self._any_items = trust_client_items
 
     @property
     def worker_id(self) -> str:
@@ -117,6 +119,9 @@ class ChatServer:
     # -- conversations -------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
+        if not getattr(self.driver.stops, "alive", True):  # stops would not reach this worker
+            body = {"status": "degraded", "stop_bus": "down", "worker_id": self.worker_id}
+            return JSONResponse(body, status_code=503)
         return JSONResponse({"status": "ok", "worker_id": self.worker_id})
 
     async def create(self, request: Request) -> Response:
@@ -175,7 +180,10 @@ class ChatServer:
     async def send(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
         body = await read_body(request)
-        content, stream = body.content("content"), body.flag("stream", True)
+        content, stream = (
+            body.content("content", any_items=self._any_items),
+            body.flag("stream", True),
+        )
         return await self._answer(
             user, conversation_id, lambda chat: chat.send(content, stream=stream)
         )
@@ -191,7 +199,7 @@ class ChatServer:
     async def edit(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
         body = await read_body(request)
-        user_id, content = body.text("user_id"), body.content("content")
+        user_id, content = body.text("user_id"), body.content("content", any_items=self._any_items)
         stream = body.flag("stream", True)
         return await self._answer(
             user, conversation_id, lambda chat: chat.edit(user_id, content, stream=stream)

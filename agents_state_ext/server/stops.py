@@ -17,7 +17,10 @@ attempt still in flight there with no live lease on its conversation was left by
   ``<namespace>:stop:<conversation id>``), subscribed while at least one watch is open; a
   watch is returned only once Redis has confirmed its subscription, so a stop published after
   ``watch()`` returned is delivered. Stops published while the connection is down are lost
-  (redis-py reconnects and resubscribes).
+  (redis-py reconnects and resubscribes). Anyone who can publish on the Redis can send
+  anything: every message is checked (at most 1 KiB, a JSON object with a text
+  ``attempt_id``) and anything else is logged and ignored; a reader that ends anyway is
+  logged and started again, and :attr:`RedisStopBus.alive` says whether it reads.
 """
 
 from __future__ import annotations
@@ -50,12 +53,28 @@ DEFAULT_NAMESPACE = "agents-state-ext"
 logger = logging.getLogger(__name__)
 
 _SUBSCRIBE_TIMEOUT = 10.0  # seconds Redis gets to confirm a subscription before watch() fails
+_MAX_MESSAGE = 1024  # characters: a stop request is {"attempt_id": "..."}; anything longer is junk
+_MAX_ID = 256
 
 
 def _check_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"a {what} is non-empty text, got {value!r}")
     return value
+
+
+def _stop_request(data: object) -> str | None:
+    """The attempt id of a stop request's text, or ``None`` for anything else (bounded)."""
+    if not isinstance(data, str) or len(data) > _MAX_MESSAGE:
+        return None
+    try:
+        parsed = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    attempt_id = parsed.get("attempt_id") if isinstance(parsed, dict) else None
+    if not isinstance(attempt_id, str) or not 0 < len(attempt_id) <= _MAX_ID:
+        return None
+    return attempt_id
 
 
 class StopWatch:
@@ -204,6 +223,7 @@ class RedisStopBus:
         # channel -> the confirmation of its current subscription (while a watch is open)
         self._ready: dict[str, asyncio.Future[None]] = {}
         self._closed = False
+        self._restarts = 0
 
     @classmethod
     async def connect(
@@ -299,7 +319,7 @@ class RedisStopBus:
         if self._pubsub is None:
             self._pubsub = self._client.pubsub()
             await self._pubsub.subscribe(channel)
-            self._reader = asyncio.get_running_loop().create_task(self._read())
+            self._start_reader()
         else:
             await self._pubsub.subscribe(channel)
 
@@ -337,7 +357,34 @@ class RedisStopBus:
                 continue
             backoff = 0.1
             if message is not None:
-                self._dispatch(message)
+                try:
+                    self._dispatch(message)
+                except Exception:  # one bad message must not end the reader
+                    logger.exception("the stop bus could not handle a message; reading on")
+
+    @property
+    def alive(self) -> bool:
+        """Whether stops can arrive: open, and reading whenever a conversation is watched."""
+        if self._closed:
+            return False
+        return self._reader is None or not self._reader.done()
+
+    @property
+    def reader_restarts(self) -> int:
+        """How many times a reader that ended was started again."""
+        return self._restarts
+
+    def _start_reader(self) -> None:
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self._reader.add_done_callback(self._reader_ended)
+
+    def _reader_ended(self, task: asyncio.Task[None]) -> None:
+        if self._closed or task is not self._reader:
+            return
+        error = None if task.cancelled() else task.exception()
+        logger.error("the stop bus reader ended (%r); starting it again", error)
+        self._restarts += 1
+        self._start_reader()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind, channel = message.get("type"), message.get("channel")
@@ -352,13 +399,11 @@ class RedisStopBus:
                 if not waiting:
                     del self._confirmations[channel]
         elif kind == "message":
-            try:
-                attempt_id = json.loads(message["data"])["attempt_id"]
-            except (TypeError, ValueError, KeyError):
-                logger.warning("ignored a malformed stop request on %r", channel)
+            attempt_id = _stop_request(message.get("data"))
+            if attempt_id is None:
+                logger.warning("ignored a malformed stop request on %r", channel[:200])
                 return
-            if isinstance(attempt_id, str) and attempt_id:
-                self._watches.deliver(channel[len(self._prefix) :], attempt_id)
+            self._watches.deliver(channel[len(self._prefix) :], attempt_id)
 
     def _check_open(self) -> None:
         if self._closed:
