@@ -34,7 +34,7 @@ from ._talk import STRATEGIES, Talk
 
 __all__ = ["Plan", "Tally", "Verdict", "draw", "run_plan"]
 
-TURN_SCRIPTS = ("text", "tool", "parallel", "approval", "handoff", "as_tool")
+TURN_SCRIPTS = ("text", "tool", "parallel", "approval", "handoff", "as_tool", "reasoning")
 _CATEGORIES = (
     ("duplicates", ("duplicated",)),
     ("losses", ("lost",)),

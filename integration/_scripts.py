@@ -58,6 +58,8 @@ class Script:
     as_tool: bool = False
     filtered: bool = False
     """A ``call_model_input_filter`` that returns new item dicts (user text upper-cased)."""
+    reasoning: bool = False
+    """Every answer of its turns comes as a reasoning model's: a reasoning item first."""
 
     def responder(self, context: ResponseContext) -> Reply:
         """The model: the script's tool round for an ``x-`` turn, else the turn's answer."""
@@ -68,15 +70,16 @@ class Script:
         outputs = sum(1 for item in answered if item.get("type") == "function_call_output")
         if not tag.startswith(SCRIPT_PREFIX) or not self.calls or outputs:
             # Two deltas: a point between deltas and one after the last, no more.
-            return Reply.text(answer(tag), chunks=(answer(""), tag))
-        replies = [
-            Reply.tool_call(name, _arguments(args, tag), call_id=call_id(tag, index))
-            for index, (name, args) in enumerate(self.calls)
-        ]
-        combined = replies[0]
-        for reply in replies[1:]:
-            combined = combined + reply
-        return combined
+            combined = Reply.text(answer(tag), chunks=(answer(""), tag))
+        else:
+            replies = [
+                Reply.tool_call(name, _arguments(args, tag), call_id=call_id(tag, index))
+                for index, (name, args) in enumerate(self.calls)
+            ]
+            combined = replies[0]
+            for reply in replies[1:]:
+                combined = combined + reply
+        return Reply.reasoning(f"plan {tag}") + combined if self.reasoning else combined
 
     def agent(self, mock: MockResponsesAPI, reporter: Reporter) -> Agent[Any]:
         """The run's starting agent, its tools reporting to ``reporter``."""
@@ -193,6 +196,8 @@ SCRIPTS: dict[str, Script] = {
         Script("handoff", calls=(("transfer_to_specialist", {}),), handoff=True),
         Script("as_tool", calls=(("ask_helper", {"input": "sub {tag}"}),), as_tool=True),
         Script("filter", calls=(("lookup", {"city": "Oslo"}),), filtered=True),
+        # [reasoning, call], then [reasoning, message]: a reasoning model's tool round.
+        Script("reasoning", calls=(("lookup", {"city": "Lima"}),), reasoning=True),
     )
 }
 """Every scripted run, by name."""
