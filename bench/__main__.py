@@ -19,13 +19,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import bench_context, bench_store, bench_tracker, bench_wrapper
+from . import bench_context, bench_reasoning, bench_store, bench_tracker, bench_wrapper
 from ._common import Section
 
 __all__ = ["BEGIN", "END", "SUITES", "Section", "main", "targets_table", "write_page"]
 
 SUITES: dict[str, Callable[..., Section]] = {
     "context": bench_context.run,
+    "reasoning": bench_reasoning.run,
     "tracker": bench_tracker.run,
     "wrapper": bench_wrapper.run,
     "store": bench_store.run,

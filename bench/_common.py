@@ -8,6 +8,7 @@ median of the per-pair ratios, taken within one run, never across runs.
 
 from __future__ import annotations
 
+import base64
 import gc
 import itertools
 import random
@@ -24,6 +25,7 @@ __all__ = [
     "SENTENCES",
     "GcTimer",
     "Pairs",
+    "Reasoning",
     "Row",
     "Section",
     "Synthetic",
@@ -84,18 +86,54 @@ class Synthetic:
         return self.path[1:-1]
 
 
-def make_graph(messages: int, seed: int = 7) -> Synthetic:
+@dataclass(frozen=True)
+class Reasoning:
+    """How :func:`make_graph` gives a reasoning model's answers their reasoning items.
+
+    A reasoning item (``rs_…``, one summary part of 1-4 sentences) comes before every function
+    call and every final message of an answer, as the Responses API returns them. With
+    ``encrypted`` it carries ``encrypted_content`` (``encrypted_bytes`` random bytes, base64:
+    real ones are opaque blobs of a few KiB), so history the library sends itself keeps it
+    inline; without, it can only be referenced by id, and such history drops it.
+    """
+
+    encrypted: bool = True
+    encrypted_bytes: int = 1_600
+
+    def item(self, item_id: str, rng: random.Random) -> dict[str, Any]:
+        """One reasoning item with a seeded summary (and encrypted content when asked)."""
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": item_id,
+            "summary": [{"type": "summary_text", "text": text(rng)}],
+        }
+        if self.encrypted:
+            blob = rng.getrandbits(8 * self.encrypted_bytes).to_bytes(self.encrypted_bytes, "big")
+            item["encrypted_content"] = base64.b64encode(blob).decode()
+        return item
+
+
+def make_graph(messages: int, seed: int = 7, *, reasoning: Reasoning | None = None) -> Synthetic:
     """A graph whose active path has about ``messages`` nodes and ends with an active prompt.
 
     User and assistant messages alternate; every ``TOOL_EVERY``-th answer holds a
     ``function_call`` and its ``function_call_output`` before its final message, and about
-    ``CANCEL_RATE`` of the answers were stopped with partial text.
+    ``CANCEL_RATE`` of the answers were stopped with partial text. With ``reasoning``, every
+    function call and final message has a reasoning item before it (drawn from a separate
+    seeded stream, so the texts, turns and stops are those of the same graph without).
     """
     rng = random.Random(seed)
+    thinking = random.Random(seed + 1)
     counter = itertools.count(1)
     graph = ConversationGraph(
         "conv_bench", id_factory=lambda prefix: f"{prefix}_{next(counter)}", clock=lambda: 0.0
     )
+
+    def thought(turn: int, step: int) -> list[dict[str, Any]]:
+        if reasoning is None:
+            return []
+        return [reasoning.item(f"rs_{turn}_{step}", thinking)]
+
     graph.add_system("You are a helpful assistant.")
     turn = 0
     while len(graph) < messages - 1:
@@ -109,22 +147,26 @@ def make_graph(messages: int, seed: int = 7) -> Synthetic:
         items: list[dict[str, Any]] = []
         if turn % TOOL_EVERY == 0:
             call_id = f"call_{turn}"
-            items += [
-                {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": "search_orders",
-                    "arguments": f'{{"query": "order {turn}", "limit": 5}}',
-                },
-                {"type": "function_call_output", "call_id": call_id, "output": text(rng)},
-            ]
-        items.append(
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text(rng)}],
+            items += thought(turn, 0)
+            call: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": "search_orders",
+                "arguments": f'{{"query": "order {turn}", "limit": 5}}',
             }
-        )
+            if reasoning is not None:
+                call["id"] = f"fc_{turn}"
+            output = {"type": "function_call_output", "call_id": call_id, "output": text(rng)}
+            items += [call, output]
+        items += thought(turn, 1)
+        message: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text(rng)}],
+        }
+        if reasoning is not None:
+            message = {"id": f"msg_{turn}", **message}
+        items.append(message)
         graph.complete(attempt.id, items=items)
     graph.add_user(text(rng))
     graph.take_changes()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from bench import (
     _callgrind_run,
     _callgrind_tracker,
     bench_context,
+    bench_reasoning,
     bench_store,
     bench_tracker,
     bench_wrapper,
@@ -113,6 +115,47 @@ def test_callgrind_script_runs_and_its_output_parses(capsys: pytest.CaptureFixtu
     assert _callgrind.parse_callgrind_total(text) == 123456
     with pytest.raises(ValueError):
         _callgrind.parse_callgrind_total("events: Ir\n")
+
+
+def test_reasoning_suite_builds_the_same_history_with_and_without_reasoning() -> None:
+    section = bench_reasoning.run(quick=True, sizes=(120,))
+    _measured(section)
+    assert len(section.rows) == 3 and len(section.targets) == 1
+    check = section.details["120"]["check"]
+    without, inline, by_id = check["without"], check["inline"], check["by_id"]
+    # Only the reasoning side holds reasoning; inline keeps every selected one, by id none.
+    assert without["reasoning_selected"] == 0
+    assert inline["reasoning_selected"] > 0
+    assert inline["reasoning_carried"] == inline["reasoning_selected"]
+    assert inline["reasoning_dropped"] == 0
+    assert by_id["reasoning_dropped"] == by_id["reasoning_selected"] > 0
+    assert by_id["reasoning_carried"] == by_id["reasoning_ids_sent"] == 0
+    assert all(c["within_budget"] for c in check.values())
+    assert inline["sent_tokens"] == inline["used"]
+    assert by_id["sent_tokens"] < by_id["used"]
+    assert "both sides end on the same prompt: True" in "\n".join(section.checks)
+    json.dumps(section.to_json())
+
+
+def test_reasoning_graph_keeps_the_texts_of_the_graph_without() -> None:
+    from bench._common import Reasoning, make_graph
+
+    plain = make_graph(200).path
+    thinking = make_graph(200, reasoning=Reasoning()).path
+    assert [n.role for n in plain] == [n.role for n in thinking]
+
+    def texts(path: list[Any]) -> list[Any]:
+        return [
+            (i.get("content"), i.get("arguments"), i.get("output"))
+            for n in path
+            for i in n.items
+            if i.get("type") != "reasoning"
+        ]
+
+    assert texts(plain) == texts(thinking)
+    reasoning = [i for n in thinking for i in n.items if i.get("type") == "reasoning"]
+    assert reasoning
+    assert all(i["encrypted_content"] and i["id"].startswith("rs_") for i in reasoning)
 
 
 def test_store_pairs_hold_the_same_history_on_both_sides() -> None:
