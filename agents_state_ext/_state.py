@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from agents import Agent, RunConfig, Runner, RunState
@@ -22,6 +23,7 @@ from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from ._model import TrackedModel, TrackedModelProvider
 from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._run_config import as_run_config
 from ._tool_hooks import ToolOutputHooks
 from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings, walk_agents
@@ -217,14 +219,15 @@ class ConversationState:
 
     # -- configuring runs --------------------------------------------------------------------
 
-    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+    def run_config(self, base: RunConfig | Mapping[str, Any] | None = None) -> RunConfig:
         """A copy of ``base`` with this conversation's wrapping model, provider and filter.
 
         For server strategies every model resolved by the run goes through the ledger, and the
         ``call_model_input_filter`` of ``base`` (if any) is wrapped by
-        :func:`~agents_state_ext.tracked_input_filter`.
+        :func:`~agents_state_ext.tracked_input_filter`. ``base`` may be a dict of ``RunConfig``
+        fields, as ``Runner.run`` takes one.
         """
-        base = base if base is not None else RunConfig()
+        base = as_run_config(base) or RunConfig()
         validate_run_settings(self, run_config=base)
         return self._config(base, adapter=True)
 
@@ -274,6 +277,11 @@ class ConversationState:
     def _prepare(
         self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
     ) -> tuple[Agent[Any], set[int], dict[str, Any]]:
+        if "run_config" in runner_kwargs:
+            runner_kwargs = {
+                **runner_kwargs,
+                "run_config": as_run_config(runner_kwargs["run_config"]),
+            }
         base = runner_kwargs.get("run_config")
         owners = {key: runner_kwargs[key] for key in _OWNER_KWARGS if key in runner_kwargs}
         validate_run_settings(self, agent=agent, input=input, run_config=base, **owners)

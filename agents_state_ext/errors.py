@@ -2,12 +2,14 @@
 
 Every error the library raises on purpose derives from :class:`StateExtError`, and each also
 derives from the closest builtin so existing ``except ValueError`` / ``except KeyError`` clauses
-keep working::
+keep working. The three the SDK would raise as ``agents.exceptions.UserError`` (a configuration
+the SDK itself refuses or cannot honour) derive from it too, so ``except UserError`` around
+``Runner`` keeps catching them::
 
     StateExtError
-    ├── MixedStateOwnerError          (ValueError)  two owners of one conversation's state
-    ├── HandoffFilterError            (ValueError)  a handoff would rewrite server-owned history
-    ├── InputFilterError              (TypeError)   a call_model_input_filter returned a bad shape
+    ├── MixedStateOwnerError          (ValueError, UserError) two owners of one state
+    ├── HandoffFilterError            (ValueError, UserError) rewrites server-owned history
+    ├── InputFilterError              (TypeError, UserError)  a filter returned a bad shape
     ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
     ├── EmptyMessageError             (ValueError)  asked to send a user message with no content
@@ -30,6 +32,8 @@ keep working::
 """
 
 from __future__ import annotations
+
+from agents.exceptions import UserError
 
 __all__ = [
     "ApprovalPendingError",
@@ -63,15 +67,15 @@ class StateExtError(Exception):
     """Root of every error agents-state-ext raises on purpose."""
 
 
-class MixedStateOwnerError(StateExtError, ValueError):
+class MixedStateOwnerError(StateExtError, UserError, ValueError):
     """Two owners of one conversation's state were configured; raised before anything is sent."""
 
 
-class HandoffFilterError(StateExtError, ValueError):
+class HandoffFilterError(StateExtError, UserError, ValueError):
     """A handoff input filter would rewrite history that the server already owns."""
 
 
-class InputFilterError(StateExtError, TypeError):
+class InputFilterError(StateExtError, UserError, TypeError):
     """A ``call_model_input_filter`` returned something but ``ModelInputData`` with a list."""
 
 

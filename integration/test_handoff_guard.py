@@ -14,6 +14,7 @@ from agents import (
     SQLiteSession,
     handoff,
 )
+from agents.exceptions import UserError
 from agents.extensions import handoff_filters
 
 from agents_state_ext import (
@@ -76,8 +77,9 @@ async def test_input_filter_raises_before_any_callback_hook_or_request(
         agent = graph(mock, invoked)
         config = RunConfig(handoff_input_filter=handoff_filters.remove_all_tools)
     state = server_state(kind, mock)
-    with pytest.raises(HandoffFilterError, match=r"triage -> billing|handoff_input_filter"):
+    with pytest.raises(HandoffFilterError, match=r"triage -> billing|handoff_input_filter") as e:
         await run_turn(state, agent, "refund", streamed=streamed, hooks=hooks, run_config=config)
+    assert isinstance(e.value, UserError)  # an SDK app's `except UserError` catches it
     assert invoked == [] and hooks.events == []
     assert mock.requests == []
 

@@ -14,6 +14,7 @@ from agents import (
     SQLiteSession,
     function_tool,
 )
+from agents.exceptions import UserError
 
 from agents_state_ext import ConversationState, MixedStateOwnerError, validate_run_settings
 from agents_state_ext.testing import MockResponsesAPI, Reply
@@ -115,6 +116,7 @@ async def test_mixed_configuration_is_rejected_before_any_request(
     with pytest.raises(MixedStateOwnerError) as raised:
         await run_turn(state, agent, input, streamed=streamed, **kwargs)
     assert "two owners" in str(raised.value) or "state" in str(raised.value)
+    assert isinstance(raised.value, UserError)  # what the SDK raises for a bad configuration
     assert mock.requests == []
 
 

@@ -16,6 +16,7 @@ from agents import (
     handoff,
     input_guardrail,
 )
+from agents.exceptions import UserError
 from agents.retry import ModelRetrySettings, retry_policies
 from agents.run_config import CallModelData, ModelInputData
 from openai import APIConnectionError, InternalServerError
@@ -229,8 +230,9 @@ async def test_filter_returning_a_bad_shape_raises_and_sends_nothing(
 
     state = ConversationState.previous_response()
     config = RunConfig(call_model_input_filter=broken)
-    with pytest.raises(InputFilterError):
+    with pytest.raises(InputFilterError) as raised:
         await run_turn(state, weather_agent(mock), "hi", streamed=streamed, run_config=config)
+    assert isinstance(raised.value, UserError)  # an SDK app's `except UserError` catches it
     assert mock.response_requests == []
 
 

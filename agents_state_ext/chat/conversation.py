@@ -51,6 +51,7 @@ from .._attempts import AttemptDiff, AttemptRecord
 from .._context import ContextIndex
 from .._graph import ConversationGraph
 from .._nodes import Node
+from .._run_config import as_run_config
 from .._state import ConversationState, StrategyName
 from .._tokens import MessageCounter, TokenCounter
 from ..errors import (
@@ -123,6 +124,8 @@ class Conversation:
         self._prompt_version = prompt_version
         self.fork = fork
         self.runner_kwargs = dict(runner_kwargs or {})
+        if "run_config" in self.runner_kwargs:
+            self.runner_kwargs["run_config"] = as_run_config(self.runner_kwargs["run_config"])
         self._budget = check_budget(budget)
         self._id_factory = id_factory
         self._index = ContextIndex()

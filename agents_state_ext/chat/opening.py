@@ -9,6 +9,7 @@ from agents import Agent
 from openai import AsyncOpenAI
 
 from .._graph import default_id_factory
+from .._run_config import as_run_config
 from .._state import StrategyName
 from .._tokens import MessageCounter
 from ..errors import ConversationNotFoundError, MixedStateOwnerError
@@ -64,6 +65,8 @@ async def open_conversation(
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     budget = check_budget(budget)
     prompt_version = check_prompt_version(prompt_version)
+    if runner_kwargs is not None and "run_config" in runner_kwargs:  # checked before any read
+        runner_kwargs = {**runner_kwargs, "run_config": as_run_config(runner_kwargs["run_config"])}
     info = None
     if conversation_id is not None:
         try:
