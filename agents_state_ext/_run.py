@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,13 +271,30 @@ class RunLifecycle:
     def filtered(self, offered: list[Any], returned: list[Any]) -> None:
         """A ``call_model_input_filter`` turned ``offered`` into ``returned``.
 
-        ``returned`` is sent exactly as it is. The offered items it does not carry were
-        replaced (or dropped) by the filter: once the request succeeds they count as sent, so
-        the SDK offering the same objects again later in the run sends nothing twice.
+        ``returned`` is sent exactly as it is. An offered item it does not carry was either
+        replaced by a rewritten copy (a returned item the filter made, of the same kind: the
+        same type and role, or the same call id) or left out. A replaced item counts as sent
+        once the request succeeds, so the SDK offering the same object again later in the run
+        sends nothing twice; a left-out item stays pending and goes with a later request, as
+        under the SDK's own tracker.
         """
         kept = {id(item) for item in returned}
+        offered_ids = {id(item) for item in offered}
         self._filter_batch = list(returned)
-        self._replaced = [item for item in offered if id(item) not in kept]
+        stand_ins: dict[Any, int] = {}
+        for item in returned:
+            if id(item) not in offered_ids:
+                key = _slot(item)
+                stand_ins[key] = stand_ins.get(key, 0) + 1
+        replaced = []
+        for item in offered:
+            if id(item) in kept:
+                continue
+            key = _slot(item)
+            if stand_ins.get(key, 0) > 0:
+                stand_ins[key] -= 1
+                replaced.append(item)
+        self._replaced = replaced
 
     def to_send(self, items: list[Any]) -> tuple[list[Any], list[Any]]:
         """The list to send for the model's ``items``, and the offered items it replaced."""
@@ -495,3 +512,14 @@ def _input_items(input: Any) -> list[Any]:
     if isinstance(input, list):
         return list(input)
     return []
+
+
+def _slot(item: Any) -> tuple[Any, ...]:
+    """What a filter's rewritten copy of ``item`` keeps: its type and role, or its call id."""
+    if not isinstance(item, Mapping):
+        return ("other", type(item).__name__)
+    kind = item.get("type") or ("message" if "role" in item else None)
+    call_id = item.get("call_id")
+    if call_id is not None:
+        return (kind, call_id)
+    return (kind, item.get("role"))
