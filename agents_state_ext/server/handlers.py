@@ -15,6 +15,7 @@ from agents import Agent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .._graph import default_id_factory
 from .._housekeeping import delete_conversation
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
@@ -149,17 +150,32 @@ class ChatServer:
             )
         budget = check_budget(body.get("budget"))
         system = body.text("system", default=None)
-        chat = await open_conversation(
-            self.store,
-            strategy=strategy,
-            system=system,
-            budget=budget,
-            **self._options,
-        )
-        await self.store.update_conversation_meta(chat.id, {"owner": user})
+        conversation_id = default_id_factory("chat")
+        try:
+            chat = await open_conversation(
+                self.store,
+                conversation_id,
+                strategy=strategy,
+                system=system,
+                budget=budget,
+                **self._options,
+            )
+            await self.store.update_conversation_meta(chat.id, {"owner": user})
+        except BaseException:
+            await self._discard(conversation_id)  # a refused create leaves nothing behind
+            raise
         return JSONResponse(
             {"id": chat.id, "strategy": chat.strategy, "budget": chat.budget}, status_code=201
         )
+
+    async def _discard(self, conversation_id: str) -> None:
+        """Delete what a failed create wrote of ``conversation_id`` (nothing, if it wrote none)."""
+        try:
+            await delete_conversation(self.store, conversation_id)
+        except ConversationNotFoundError:
+            pass
+        except Exception:
+            logger.exception("a refused create left conversation %s behind", conversation_id)
 
     async def list(self, request: Request) -> Response:
         user = await self.auth.user(request)
