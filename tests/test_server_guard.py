@@ -249,7 +249,7 @@ def test_serve_refuses_a_rebound_name_and_a_cross_site_form(served: str) -> None
             headers={"content-type": "text/plain", "origin": "http://attacker.example"},
         )
         assert form.status_code == 403
-        assert http.get("/api/conversations").json() == {"conversations": []}
+        assert http.get("/api/conversations").json() == {"conversations": [], "broken": 0}
         created = http.post("/api/conversations", json={}, headers={"origin": served})
         assert created.status_code == 201
         assert created.headers["x-content-type-options"] == "nosniff"

@@ -76,6 +76,8 @@ class Body:
 async def read_body(request: Request) -> Body:
     """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big.
 
+    400 too for a body nested deeper than :data:`MAX_DEPTH` or holding a lone surrogate.
+
     A body must be sent as ``application/json`` (415 otherwise).
     """
     raw = b""
@@ -94,26 +96,39 @@ async def read_body(request: Request) -> Body:
         raise _bad(f"the body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError:
         raise _bad("the body is not JSON") from None
-    if _depth(data) > MAX_DEPTH:
-        raise _bad(f"the body nests deeper than {MAX_DEPTH} levels")
+    _check(data)
     if not isinstance(data, dict):
         raise _bad("the body must be a JSON object")
     return Body(data)
 
 
-def _depth(value: Any) -> int:
-    """How deep arrays and objects nest in ``value`` (iterative: no recursion to exhaust)."""
-    deepest, stack = 0, [(value, 1)]
+def _check(value: Any) -> None:
+    """400 unless ``value`` nests at most :data:`MAX_DEPTH` deep and all its text is Unicode.
+
+    JSON may escape a lone surrogate (``"\\ud800"``), which no store can keep: refused here,
+    before a route writes anything. Iterative: no recursion to exhaust.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+            continue
         if isinstance(item, dict):
+            for key in item:
+                _check_text(key)
             children: Any = item.values()
         elif isinstance(item, list):
             children = item
         else:
             continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
+        if level > MAX_DEPTH:
+            raise _bad(f"the body nests deeper than {MAX_DEPTH} levels")
         stack.extend((child, level + 1) for child in children)
-    return deepest
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad("the body holds text that is not valid Unicode (a lone surrogate)") from None

@@ -7,6 +7,7 @@ change to the :class:`~.driver.Driver` (lease, stop bus, recovery).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -14,10 +15,11 @@ from agents import Agent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .._graph import default_id_factory
 from .._housekeeping import delete_conversation
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
-from ..errors import ConversationNotFoundError
+from ..errors import ConversationNotFoundError, StoreError
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
 from .body import read_body
@@ -32,6 +34,20 @@ AgentFactory = Callable[[str, str], "Agent[Any] | Awaitable[Agent[Any]]"]
 """``factory(user, conversation_id)``: the agent that answers that user's conversation."""
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+logger = logging.getLogger(__name__)
+
+
+def _unreadable(error: Exception) -> bool:
+    """Whether ``error`` says a row holds what cannot be decoded (the store itself answered).
+
+    A meta that is not JSON (``ValueError``) or not an object (the codec's ``StoreError``), a
+    field of the wrong type (``TypeError``); not a ``StoreError`` that wraps the database's
+    own failure (a lost connection must fail the listing, not empty it).
+    """
+    if isinstance(error, StoreError):
+        return error.__cause__ is None or isinstance(error.__cause__, (ValueError, TypeError))
+    return isinstance(error, (ValueError, TypeError))
 
 
 class ChatServer:
@@ -134,31 +150,57 @@ class ChatServer:
             )
         budget = check_budget(body.get("budget"))
         system = body.text("system", default=None)
-        chat = await open_conversation(
-            self.store,
-            strategy=strategy,
-            system=system,
-            budget=budget,
-            **self._options,
-        )
-        await self.store.update_conversation_meta(chat.id, {"owner": user})
+        conversation_id = default_id_factory("chat")
+        try:
+            chat = await open_conversation(
+                self.store,
+                conversation_id,
+                strategy=strategy,
+                system=system,
+                budget=budget,
+                **self._options,
+            )
+            await self.store.update_conversation_meta(chat.id, {"owner": user})
+        except BaseException:
+            await self._discard(conversation_id)  # a refused create leaves nothing behind
+            raise
         return JSONResponse(
             {"id": chat.id, "strategy": chat.strategy, "budget": chat.budget}, status_code=201
         )
 
+    async def _discard(self, conversation_id: str) -> None:
+        """Delete what a failed create wrote of ``conversation_id`` (nothing, if it wrote none)."""
+        try:
+            await delete_conversation(self.store, conversation_id)
+        except ConversationNotFoundError:
+            pass
+        except Exception:
+            logger.exception("a refused create left conversation %s behind", conversation_id)
+
     async def list(self, request: Request) -> Response:
         user = await self.auth.user(request)
-        mine = []
+        mine, broken = [], []
         for conversation_id in await self.store.list_conversations():
             try:
                 info = await self.store.get_conversation(conversation_id)
             except ConversationNotFoundError:
                 continue  # deleted meanwhile
+            except Exception as exc:
+                if not _unreadable(exc):
+                    raise
+                broken.append(conversation_id)  # whose it is cannot be read: nobody's listing
+                continue
             if info.meta.get("owner") == user:
                 mine.append(
                     {"id": info.id, "strategy": info.strategy, "created_at": info.created_at}
                 )
-        return JSONResponse({"conversations": mine})
+        if broken:
+            logger.warning(
+                "%d conversation row(s) could not be read and were left out of a listing: %s",
+                len(broken),
+                ", ".join(broken),
+            )
+        return JSONResponse({"conversations": mine, "broken": len(broken)})
 
     async def show(self, request: Request) -> Response:
         return JSONResponse(conversation_view(await self._read(request)))
