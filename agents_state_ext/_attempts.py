@@ -12,10 +12,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, get_args
 
 from ._items import jsonable
+from .errors import RecordError
 from .types import AttemptStatus
 
 __all__ = [
@@ -130,9 +132,51 @@ class AttemptRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttemptRecord:
-        """Rebuild a record from :meth:`to_dict`; unknown keys are ignored, missing ones default."""
-        known = {f.name for f in fields(cls)}
+        """Rebuild a record from :meth:`to_dict`; unknown keys are ignored, missing ones default.
+
+        A field of the wrong type (or a missing id) raises ``RecordError``.
+        """
+        if not isinstance(data, Mapping):
+            raise RecordError(f"an attempt record is an object, got {type(data).__name__}")
+        known = {f.name: f.type for f in fields(cls)}
+        for name in ("message_id", "attempt_id"):
+            if name not in data:
+                raise RecordError(f"an attempt record needs {name!r}")
+        for name, value in data.items():
+            kind = known.get(name)
+            if kind is not None and not _fits(value, str(kind)):
+                raise RecordError(
+                    f"attempt record field {name!r}: {kind} expected, got {value!r:.60}"
+                )
         return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in known})
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """Whether ``value`` is of the annotated type ``kind`` (the field types of AttemptRecord)."""
+    if value is None:
+        return kind.endswith("| None")
+    base = kind.removesuffix(" | None")
+    if base == "str":
+        return isinstance(value, str)
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if base == "bool":
+        return isinstance(value, bool)
+    if base == "AttemptStatus":
+        return value in get_args(AttemptStatus)
+    if base == "list[str]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if base == "list[dict[str, Any]]":
+        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    if base in ("dict[str, int]",):
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _fits(v, "int") for k, v in value.items()
+        )
+    if base == "dict[str, Any]":
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    raise AssertionError(f"AttemptRecord field type {kind} has no check")  # pragma: no cover
 
 
 Change = tuple[Any, Any]

@@ -19,10 +19,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ._content import content_problem
 from ._ids import uuid4_hex
 from ._items import copy_json
 from ._nodes import NODE_STATUSES, Node, NodeStatus, Role
-from .errors import GraphError, InvalidTargetError, InvalidTransitionError, NodeNotFoundError
+from .errors import (
+    GraphError,
+    InvalidTargetError,
+    InvalidTransitionError,
+    MessageContentError,
+    NodeNotFoundError,
+)
 
 __all__ = [
     "GRAPH_VERSION",
@@ -58,6 +65,9 @@ def _copy_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _message_items(role: Role, content: Content) -> list[dict[str, Any]]:
+    problem = content_problem(content)
+    if problem is not None:
+        raise MessageContentError(f"not a {role} message: {problem}")
     if isinstance(content, str):
         return [{"type": "message", "role": role, "content": content}]
     items = _copy_items(content)
@@ -379,14 +389,26 @@ class ConversationGraph:
         if not isinstance(data, Mapping) or data.get("version") != GRAPH_VERSION:
             version = data.get("version") if isinstance(data, Mapping) else None
             raise GraphError(f"unsupported graph version {version!r} (known: {GRAPH_VERSION})")
+        raw, conversation_id, leaf = (
+            data.get("nodes"),
+            data.get("conversation_id"),
+            data.get("active_leaf"),
+        )
+        if not isinstance(raw, list):
+            raise GraphError(f"a graph's 'nodes' is a list, got {type(raw).__name__}")
+        for name, value in (("conversation_id", conversation_id), ("active_leaf", leaf)):
+            if value is not None and not isinstance(value, str):
+                raise GraphError(f"a graph's {name!r} is text or null, got {value!r:.60}")
         try:
-            nodes = [Node.from_dict(n) for n in data["nodes"]]
+            nodes = [Node.from_dict(n) for n in raw]
+        except GraphError:
+            raise
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise GraphError(f"malformed graph node: {exc!r}") from exc
         return cls.from_nodes(
             nodes,
-            conversation_id=data.get("conversation_id"),
-            active_leaf=data.get("active_leaf"),
+            conversation_id=conversation_id,
+            active_leaf=leaf,
             id_factory=id_factory,
             clock=clock,
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._items import content_text, copy_json
+from .errors import GraphError
 from .types import NodeStatus, Role
 
 __all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
@@ -64,7 +66,8 @@ class Node:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Node:
-        """Rebuild a node written by :meth:`to_dict`."""
+        """Rebuild a node written by :meth:`to_dict`; a wrongly typed field is ``GraphError``."""
+        _check_fields(data)
         return cls(
             id=data["id"],
             parent_id=data.get("parent_id"),
@@ -76,3 +79,31 @@ class Node:
             created_at=float(data.get("created_at") or 0.0),
             meta=copy_json(dict(data.get("meta") or {})),
         )
+
+
+def _check_fields(data: Any) -> None:
+    """``GraphError`` unless ``data`` has the field types of :meth:`Node.to_dict`."""
+    if not isinstance(data, Mapping):
+        raise GraphError(f"a node is an object, got {type(data).__name__}")
+    for name, optional in _TEXT_FIELDS:
+        value = data.get(name)
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise GraphError(f"a node's {name!r} is text, got {value!r:.60}")
+    items, meta = data.get("items") or [], data.get("meta") or {}
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise GraphError(f"node {data['id']!r}: 'items' is a list of objects")
+    if not isinstance(meta, dict):
+        raise GraphError(f"node {data['id']!r}: 'meta' is an object")
+    created = data.get("created_at") or 0.0
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        raise GraphError(f"node {data['id']!r}: 'created_at' is a number, got {created!r:.60}")
+
+
+_TEXT_FIELDS = (
+    ("id", False),
+    ("role", False),
+    ("status", False),
+    ("parent_id", True),
+    ("attempt_id", True),
+    ("request_id", True),
+)

@@ -20,7 +20,9 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
     ├── IncompleteHistoryError        (ValueError)  items to compact lack part of the history
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
     ├── SDKContractError              (RuntimeError) the installed Agents SDK changed a name we use
+    ├── RecordError                   (ValueError)  an attempt record document of the wrong shape
     ├── GraphError                    (ValueError)  an invalid action on a ConversationGraph
+    │   ├── MessageContentError       (TypeError)   content is not text or input items
     │   ├── NodeNotFoundError         (KeyError)    an unknown node id
     │   ├── InvalidTargetError                      the action does not apply to that node
     │   └── InvalidTransitionError                  the node's status forbids the action
@@ -50,10 +52,12 @@ __all__ = [
     "InputFilterError",
     "InvalidTargetError",
     "InvalidTransitionError",
+    "MessageContentError",
     "MixedStateOwnerError",
     "NodeNotFoundError",
     "OpenToolCallsError",
     "PreviousResponseNotFoundError",
+    "RecordError",
     "RunInProgressError",
     "SDKContractError",
     "StateBlobError",
@@ -169,6 +173,18 @@ class TokenizerUnavailableError(StateExtError, RuntimeError):
 
 class GraphError(StateExtError, ValueError):
     """An action that is not valid on a ConversationGraph; the graph is left unchanged."""
+
+
+class MessageContentError(GraphError, TypeError):
+    """A message's content is neither text nor a list of JSON-shaped Responses input items.
+
+    Raised before anything changes (graph, store, request): for instance a list of numbers,
+    an item that is not an object, or a message item whose ``content`` is not text or parts.
+    """
+
+
+class RecordError(StateExtError, ValueError):
+    """An attempt record document (``AttemptRecord.from_dict``) has a field of the wrong type."""
 
 
 class NodeNotFoundError(GraphError, KeyError):

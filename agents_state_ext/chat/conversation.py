@@ -48,6 +48,7 @@ from agents.result import RunResultBase
 from openai import AsyncOpenAI
 
 from .._attempts import AttemptDiff, AttemptRecord
+from .._content import check_content
 from .._context import ContextIndex
 from .._graph import ConversationGraph
 from .._nodes import Node
@@ -58,7 +59,6 @@ from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     ContextOverflowError,
-    EmptyMessageError,
     InvalidTransitionError,
 )
 from ..stores import ConversationStore
@@ -338,9 +338,10 @@ class Conversation:
     def send(self, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False) -> Attempt:
         """Add a user message on the active branch and start answering it.
 
-        An empty message raises ``EmptyMessageError`` (nothing is added or sent).
+        An empty message raises ``EmptyMessageError``, content that is neither text nor input
+        items ``MessageContentError`` (nothing is added or sent).
         """
-        _check_not_empty(content, "send")
+        check_content(content, "send")
         self._check_idle("send")
         self.graph.add_user(content)
         return self._start(self.graph.start_attempt(), stream)
@@ -356,9 +357,10 @@ class Conversation:
         """Replace a user message by a new version on a new branch, and answer it.
 
         Everything under the old version turns ``invalid`` and is never sent on this branch.
-        An empty new version raises ``EmptyMessageError`` (nothing changes).
+        An empty new version raises ``EmptyMessageError``, a malformed one
+        ``MessageContentError`` (nothing changes).
         """
-        _check_not_empty(content, "edit")
+        check_content(content, "edit")
         self._check_idle("edit")
         self.graph.edit(user_id, content)
         return self._start(self.graph.start_attempt(), stream)
@@ -601,21 +603,3 @@ class Conversation:
 
     def __repr__(self) -> str:
         return f"Conversation(id={self.id!r}, strategy={self.strategy!r}, nodes={len(self.graph)})"
-
-
-def _check_not_empty(content: str | Sequence[Mapping[str, Any]], action: str) -> None:
-    """``EmptyMessageError`` for a user message with no content (text blank, or no items)."""
-
-    def blank(item: Mapping[str, Any]) -> bool:
-        if item.get("type", "message") != "message":
-            return False
-        parts = item.get("content")
-        if isinstance(parts, str):
-            return not parts.strip()
-        return not parts or all(
-            isinstance(p, Mapping) and "text" in p and not str(p["text"]).strip() for p in parts
-        )
-
-    empty = not content.strip() if isinstance(content, str) else all(map(blank, content))
-    if empty:
-        raise EmptyMessageError(f"cannot {action} an empty message")

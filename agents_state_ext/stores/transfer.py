@@ -25,7 +25,13 @@ from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
 from .._tokens import ENCODING_HASHES
-from ..errors import ConversationNotFoundError, GraphError, StateBlobError, StoreError
+from ..errors import (
+    ConversationNotFoundError,
+    GraphError,
+    RecordError,
+    StateBlobError,
+    StoreError,
+)
 from . import _codec
 from .base import ConversationStore, LedgerStore, TokenCountStore
 
@@ -292,7 +298,7 @@ def _check_attempts(raw: Any) -> list[AttemptRecord]:
         seen.add(attempt_id)
         try:
             records.append(AttemptRecord.from_dict(data))
-        except TypeError as exc:
+        except (TypeError, RecordError) as exc:
             raise _bad(field, str(exc)) from None
     return records
 
