@@ -252,6 +252,13 @@ class Way:
     streamed_only: bool = False
     per_turn: bool = False
     """Every point of one turn ends the run the same way: only each turn's first is run."""
+    in_stream: bool = False
+    """The fault takes the place of the answer's terminal event (``response.failed`` or
+    ``error`` inside a 200 stream): it strikes after any frame but the last."""
+    narrow: bool = False
+    """At the CI size, strike only before the first frame and after each output item's done."""
+    plain: bool = True
+    """The fault means something on a non-streamed request (else such cells are skipped)."""
 
 
 WAYS: dict[str, Way] = {
@@ -272,6 +279,23 @@ WAYS: dict[str, Way] = {
         Way("status_500", fault=lambda _: Fault.status(500)),
         Way("status_500_commit", fault=lambda _: Fault.status(500, commit=True)),
         Way("rate_429", fault=lambda _: Fault.rate_limit()),
+        # Inside a 200 stream; a non-streamed request gets the 200 status-failed body (a plain
+        # request's 500 is status_500's), and an error event has no non-streamed form.
+        Way(
+            "response_failed",
+            fault=lambda k: Fault.response_failed(k, body=True),
+            mid_stream=True,
+            in_stream=True,
+        ),
+        # The SDK turns both terminal events into one error: at the CI size, fewer points here.
+        Way(
+            "stream_error",
+            fault=Fault.stream_error,
+            mid_stream=True,
+            in_stream=True,
+            plain=False,
+            narrow=True,
+        ),
     )
 }
 """Every way a run ends early, by name."""

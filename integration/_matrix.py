@@ -9,6 +9,7 @@ is judged by :func:`~._soundness.transcript_problems`.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -53,6 +54,11 @@ class Cell:
         """Why this combination means nothing (None: it is run)."""
         if self.way.streamed_only and not self.streamed:
             return f"{self.way.name}: result.cancel() exists only on a streamed result"
+        if not self.way.plain and not self.streamed:
+            return (
+                f"{self.way.name}: an error event exists only in a stream (a non-streamed "
+                "request that fails gets an error status: status_500 covers it)"
+            )
         if self.way.name == "checkpoint" and not self.continuation.loads:
             return "a checkpoint is restored into a fresh state; same-process runs are other ways"
         if self.continuation.resume and not self.streamed and not self.script.pauses:
@@ -89,7 +95,8 @@ class Outcome:
 async def enumerate_points(mock: MockResponsesAPI, cell: Cell) -> list[Point]:
     """Every point where ``cell.way`` can strike, from one uninterrupted run (cached)."""
     way = cell.way
-    kind = f"probe{way.per_turn}" if way.fault is None else str(way.mid_stream and cell.streamed)
+    mid = way.mid_stream and cell.streamed
+    kind = f"probe{way.per_turn}" if way.fault is None else f"{mid}-{way.in_stream}"
     key = (cell.script.name, cell.strategy, cell.streamed, kind)
     if key not in _POINTS:
         _POINTS[key] = await _uninterrupted_points(mock, cell)
@@ -112,13 +119,42 @@ async def _uninterrupted_points(mock: MockResponsesAPI, cell: Cell) -> list[Poin
 
 
 def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
+    way = cell.way
     for index, sent in enumerate(events):
-        if not (cell.way.mid_stream and cell.streamed):
+        if not (way.mid_stream and cell.streamed):
             yield Point(f"req{index} instead of its answer", request=index)
             continue
         yield Point(f"req{index} before the first event", request=index)
-        for k, event in enumerate(sent, start=1):
+        # An in-stream failure replaces the terminal event: after the last frame it cannot come.
+        frames = sent[:-1] if way.in_stream else sent
+        for k, event in enumerate(frames, start=1):
+            if way.in_stream and not FULL and not _sampled(frames, k, narrow=way.narrow):
+                continue
             yield Point(f"req{index} after {event} (#{k})", request=index, after_events=k)
+
+
+FULL = os.environ.get("STATE_EXT_MATRIX_FULL") == "1"
+"""Every frame of every answer for the in-stream failure ways (else a sample, see ``_sampled``)."""
+
+_TEXT_DELTA = "response.output_text.delta"
+
+
+def _sampled(frames: list[str], k: int, *, narrow: bool) -> bool:
+    """Whether an in-stream failure after frame ``k`` is run at the CI size.
+
+    Kept: after every output item's ``done`` (what the client holds changes there); unless
+    ``narrow``, also after ``response.created`` (the response has an id), after the first delta
+    of a message's text (a partial answer) and after the last frame. The frames in between
+    hold the same; ``STATE_EXT_MATRIX_FULL=1`` runs them all.
+    """
+    event = frames[k - 1]
+    if event == "response.output_item.done":
+        return True
+    if narrow:
+        return False
+    if k == len(frames) or event == "response.created":
+        return True
+    return event == _TEXT_DELTA and (k == 1 or frames[k - 2] != _TEXT_DELTA)
 
 
 async def run_point(mock: MockResponsesAPI, cell: Cell, point: Point) -> Outcome:

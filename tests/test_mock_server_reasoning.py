@@ -253,6 +253,31 @@ async def test_failure_kinds_without_stream_are_500(mock: MockResponsesAPI, faul
     assert mock.response_ids == []
 
 
+async def test_a_failed_body_for_a_non_streamed_request(mock: MockResponsesAPI) -> None:
+    from agents import Agent, Runner, set_tracing_disabled
+    from agents.exceptions import ModelBehaviorError
+    from openai.types.responses import Response
+
+    set_tracing_disabled(True)
+    fault = Fault.response_failed(0, "it broke", body=True)
+    mock.inject(fault)
+    response = await post(mock, model="gpt-4.1", input="hi")
+    assert response.status_code == 200
+    body = Response.model_validate(response.json(), strict=False)
+    assert (body.status, body.output, body.usage) == ("failed", [], None)
+    assert body.error is not None and (body.error.code, body.error.message) == (
+        "server_error",
+        "it broke",
+    )
+    assert mock.response_ids == []
+    assert Fault.from_dict(json.loads(json.dumps(fault.to_dict()))) == fault
+    mock.inject(fault)
+    with pytest.raises(ModelBehaviorError, match=r"response\.failed"):
+        await Runner.run(Agent(name="a", model=mock.model()), "hi")
+    assert mock.response_ids == []
+    assert (await post(mock, model="gpt-4.1", input="hi")).json()["status"] == "completed"
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_agents_sdk_runs_on_a_reasoning_model(mock: MockResponsesAPI, streamed: bool) -> None:
     from agents import Agent, Runner, function_tool, set_tracing_disabled

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._replies import Reply, split_words
 
-__all__ = ["build_events", "failure_event"]
+__all__ = ["build_events", "failed_response", "failure_event"]
 
 
 class _Events:
@@ -119,12 +119,20 @@ def failure_event(
         )
         return kept
     done = [e["item"] for e in kept if e["type"] == "response.output_item.done"]
-    failed = {
+    failed = failed_response(response, message=message, code=code, output=done)
+    kept.append({"type": "response.failed", "sequence_number": sequence, "response": failed})
+    return kept
+
+
+def failed_response(
+    response: Mapping[str, Any], *, message: str, code: str | None, output: list[Any]
+) -> dict[str, Any]:
+    """``response`` as failed: status ``failed``, an ``error`` ``{code, message}`` [doc:
+    ``ResponseError``], ``output`` (the items already done) and no usage [inf]."""
+    return {
         **copy.deepcopy(dict(response)),
         "status": "failed",
         "error": {"code": code or "server_error", "message": message},
-        "output": done,
+        "output": output,
         "usage": None,
     }
-    kept.append({"type": "response.failed", "sequence_number": sequence, "response": failed})
-    return kept

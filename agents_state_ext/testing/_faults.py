@@ -42,6 +42,8 @@ class Fault:
     headers: Mapping[str, str] | None = None
     after_events: int = 0
     seconds: float = 0.0
+    failed_body: bool = False
+    """``response_failed`` on a non-streamed request: a 200 ``status: failed`` body, not a 500."""
 
     @classmethod
     def status(
@@ -134,18 +136,29 @@ class Fault:
         message: str = "The model failed to generate a response.",
         *,
         code: str = "server_error",
+        body: bool = False,
     ) -> Fault:
         """A 200 stream that sends ``after_events`` frames, then ``response.failed``, then ends.
 
         The failed response has ``status: "failed"``, ``error: {code, message}`` (``code`` must
         be one of openai's ``ResponseError.code`` values) and the output items already done
         [doc: ``ResponseFailedEvent``]. Nothing is stored or appended [inf: "after this
-        response completes"]. A non-streamed request gets a 500 ``server_error``. The Agents
-        SDK 0.24 raises ``ModelBehaviorError`` for ``response.failed``.
+        response completes"]. A non-streamed request gets a 500 ``server_error`` [inf: a
+        synchronous request that fails is answered with an error status]; with ``body=True``
+        it gets a 200 body with ``status: "failed"``, the ``error`` and no output instead, the
+        shape a background response ends in [obs: openai/openai-python#3212] and one the Agents
+        SDK 0.24 also raises ``ModelBehaviorError`` for. The SDK raises ``ModelBehaviorError``
+        for ``response.failed``.
         """
         if after_events < 0:
             raise ValueError("after_events must be >= 0")
-        return cls("response_failed", message=message, error_code=code, after_events=after_events)
+        return cls(
+            "response_failed",
+            message=message,
+            error_code=code,
+            after_events=after_events,
+            failed_body=body,
+        )
 
     @classmethod
     def delay(cls, seconds: float, *, commit: bool = False) -> Fault:

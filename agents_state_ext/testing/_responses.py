@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-from ._events import build_events, failure_event
+from ._events import build_events, failed_response, failure_event
 from ._faults import IN_STREAM_KINDS, Fault
 from ._items import ApiError
 from ._records import FrameHook, RecordedRequest
@@ -173,6 +173,11 @@ class ResponsesEndpoint:
                 self._commit(prepared, response)
         finally:
             self._release(prepared)
+        if fault is not None and fault.kind == "response_failed" and fault.failed_body:
+            failed = failed_response(
+                response, message=fault.message, code=fault.error_code, output=[]
+            )
+            return httpx2.Response(200, json=failed)
         if fault is not None:
             return await _fail(fault, request)
         return httpx2.Response(200, json=response)
