@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -22,6 +23,7 @@ from agents_state_ext._nodes import Node, Role
 from agents_state_ext.errors import StoreError
 from agents_state_ext.stores import SQLiteStore, sqlite
 from agents_state_ext.stores.conformance import sample_graph
+from agents_state_ext.types import AttemptStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -320,13 +322,24 @@ OLD_SCHEMA = {
 }
 
 
+def ended(node: Node) -> AttemptStatus:
+    """The status the attempt record of ``node`` holds: an edit that made the node invalid
+    leaves its attempt's final status as it was."""
+    status = (
+        node.meta.get("status_before_invalid", "complete")
+        if node.status == "invalid"
+        else node.status
+    )
+    return cast(AttemptStatus, status)
+
+
 def old_database(
     path: Path, version: int, *, journal: str = "wal"
 ) -> tuple[dict[str, ConversationGraph], list[AttemptRecord]]:
     """A database as a release at schema ``version`` left it: two conversations, attempts."""
     graphs = {cid: sample_graph(cid) for cid in ("c1", "c2")}
     attempts = [
-        AttemptRecord(n.id, n.attempt_id or "", started_at=n.created_at, status=n.status)
+        AttemptRecord(n.id, n.attempt_id or "", started_at=n.created_at, status=ended(n))
         for n in graphs["c1"].nodes()
         if n.role == "assistant"
     ]
