@@ -16,9 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.exceptions import ModelBehaviorError
-from openai import APIConnectionError, APIStatusError, BadRequestError
-
 from agents_state_ext.testing import MockResponsesAPI
 
 from ._continue import CONTINUATIONS, CellSkipped
@@ -95,7 +92,7 @@ def _step(rng: random.Random, stored: bool) -> Step:
     thens = [*same, "store_takeover"] if stored else [*same, "loads_resume", "loads_new_turn"]
     script = rng.choice(TURN_SCRIPTS)
     streamed = rng.random() < 0.5
-    ways = [n for n, way in WAYS.items() if streamed or (way.plain and not way.streamed_only)]
+    ways = [name for name, way in WAYS.items() if streamed or way.runs_plain]
     way_name = rng.choice(ways) if rng.random() < 0.75 else None
     then = rng.choice(thens)
     way = WAYS.get(way_name or "")
@@ -187,17 +184,9 @@ async def _play(talk: Talk, step: Step, text: str, last: Any, verdict: Verdict) 
 
 
 def _injected(error: BaseException, step: Step) -> bool:
-    """Whether ``error`` is what the step's fault makes the client see (never a 400).
-
-    A failure inside a 200 answer (``response.failed``, an ``error`` event, a status-failed
-    body) reaches the caller as the SDK's ``ModelBehaviorError``; the rest as openai's errors.
-    """
+    """Whether ``error`` is what the step's fault makes the client see."""
     way = WAYS.get(step.way or "")
-    if way is None or way.fault is None or isinstance(error, BadRequestError):
-        return False
-    if way.in_stream:
-        return isinstance(error, ModelBehaviorError)
-    return isinstance(error, (APIStatusError, APIConnectionError))
+    return way is not None and way.raised_by_fault(error)
 
 
 @dataclass

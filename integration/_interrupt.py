@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent, RunHooks, RunState
+from agents.exceptions import ModelBehaviorError
+from openai import APIConnectionError, APIStatusError, BadRequestError
 
 from agents_state_ext import ConversationState
 from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest
@@ -259,6 +261,23 @@ class Way:
     """At the CI size, strike only before the first frame and after each output item's done."""
     plain: bool = True
     """The fault means something on a non-streamed request (else such cells are skipped)."""
+
+    @property
+    def runs_plain(self) -> bool:
+        """Whether this way can end a non-streamed run."""
+        return self.plain and not self.streamed_only
+
+    def raised_by_fault(self, error: BaseException) -> bool:
+        """Whether ``error`` is what this way's fault makes the client see (never a 400).
+
+        A failure inside a 200 answer (``response.failed``, an ``error`` event, a status-failed
+        body) reaches the caller as the SDK's ``ModelBehaviorError``; the rest as openai's.
+        """
+        if self.fault is None or isinstance(error, BadRequestError):
+            return False
+        if self.in_stream:
+            return isinstance(error, ModelBehaviorError)
+        return isinstance(error, (APIStatusError, APIConnectionError))
 
 
 WAYS: dict[str, Way] = {
