@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import RunState
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, BadRequestError
 
 from . import _compat
 from ._items import item_to_dict
@@ -26,7 +26,12 @@ from ._repairs import ToolCallRepair
 from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
 from ._tracing import repair_span
 from ._tracker import ServerConversationTracker
-from .errors import MixedStateOwnerError, PreviousResponseNotFoundError, RunInProgressError
+from .errors import (
+    ConversationLockedError,
+    MixedStateOwnerError,
+    PreviousResponseNotFoundError,
+    RunInProgressError,
+)
 
 __all__ = [
     "REQUEST_HISTORY",
@@ -469,9 +474,9 @@ class RequestCall:
 
     def _settle(self, error: BaseException) -> None:
         self.fail(error)
-        lost = self.lost(error)
-        if lost is not None:
-            raise lost from error
+        named = self.lost(error) or self.locked(error)
+        if named is not None:
+            raise named from error
 
     def lost(self, error: BaseException) -> PreviousResponseNotFoundError | None:
         """The error to raise instead of ``error`` when it says the chain's cursor is gone."""
@@ -484,6 +489,24 @@ class RequestCall:
             "ConversationState.reseed(items) and run again",
             self.previous_response_id,
             self.lifecycle.tracker.pending,
+        )
+
+    def locked(self, error: BaseException) -> ConversationLockedError | None:
+        """The error to raise instead of ``error`` when another request holds the conversation."""
+        if (
+            self.conversation_id is None
+            or not isinstance(error, BadRequestError)
+            or isinstance(error, ConversationLockedError)
+            or error.code != "conversation_locked"
+        ):
+            return None
+        return ConversationLockedError(
+            f"server conversation {self.conversation_id!r} is busy with another request "
+            "(conversation_locked); nothing was lost: the request's input is pending and goes "
+            "out once with the next run",
+            conversation_id=self.conversation_id,
+            pending=self.lifecycle.tracker.pending,
+            error=error,
         )
 
 

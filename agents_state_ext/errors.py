@@ -17,6 +17,7 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
     ├── RunInProgressError            (RuntimeError) a second run on a state with one in flight
     ├── OpenToolCallsError                          function calls the server holds without output
     ├── PreviousResponseNotFoundError (LookupError) the server no longer knows the chain's cursor
+    ├── ConversationLockedError (BadRequestError) another request runs on the server conversation
     ├── IncompleteHistoryError        (ValueError)  items to compact lack part of the history
     ├── TokenizerUnavailableError     (RuntimeError) no exact tokenizer could be loaded
     ├── SDKContractError              (RuntimeError) the installed Agents SDK changed a name we use
@@ -35,7 +36,10 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
 
 from __future__ import annotations
 
+from typing import Any
+
 from agents.exceptions import UserError
+from openai import BadRequestError
 
 __all__ = [
     "ApprovalPendingError",
@@ -43,6 +47,7 @@ __all__ = [
     "ConcurrentUpdateError",
     "ContextOverflowError",
     "ConversationForkError",
+    "ConversationLockedError",
     "ConversationNotFoundError",
     "EmptyMessageError",
     "FencedOutError",
@@ -144,6 +149,39 @@ class PreviousResponseNotFoundError(StateExtError, LookupError):
     ) -> None:
         super().__init__(message)
         self.previous_response_id = previous_response_id
+        self.pending = pending
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConversationLockedError(StateExtError, BadRequestError):
+    """The server conversation is locked by another request in flight (``conversation_locked``).
+
+    The Responses API answers ``400 conversation_locked`` to a request on a conversation while
+    another request (another worker, another ``ConversationState`` on the same id) is still
+    running on it. The Agents SDK retries this code by itself (three times, 1, 2 and 4 s apart,
+    unless ``ModelSettings.retry`` sets ``max_retries=0``); this error is what reaches the app
+    when those retries are spent. The server processed nothing: the request's input is pending
+    again in the ledger (``pending``) and goes out once with the next run, so run again later
+    with only the new input (or none) — never the same input twice.
+
+    It is an ``openai.BadRequestError`` too (same ``status_code``, ``code``, ``param``, ``body``
+    and ``response``), so ``except openai.BadRequestError`` and the SDK's own retry of this code
+    keep working.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        conversation_id: str,
+        pending: list[dict[str, object]],
+        error: BadRequestError,
+    ) -> None:
+        body: Any = error.body
+        BadRequestError.__init__(self, message, response=error.response, body=body)
+        self.conversation_id = conversation_id
         self.pending = pending
 
     def __str__(self) -> str:

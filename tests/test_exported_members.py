@@ -32,6 +32,7 @@ PUBLIC = {
         "ConversationForkError",
         "ConversationGraph",
         "ConversationInfo",
+        "ConversationLockedError",
         "ConversationNotFoundError",
         "ConversationState",
         "ConversationStore",

@@ -219,16 +219,15 @@ async def test_the_fence_holds_on_every_store(
         await store.aclose()
 
 
-@pytest.mark.parametrize("strategy", ["previous_response", "conversation"])
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_lapsed_worker_sends_no_request_after_another_took_over(
-    mock: MockResponsesAPI, workers: Make, strategy: str, streamed: bool
+    mock: MockResponsesAPI, workers: Make, streamed: bool
 ) -> None:
     """A tool step: A's first answer calls a tool; B takes the conversation over meanwhile (a
     new message); A's follow-up request would advance the server state: it is never sent."""
     pair = workers(InMemoryStore())
     tool = Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_1")
-    cid, response, gate = await lapse_mid_answer(mock, pair, strategy, streamed, tool)
+    cid, response, gate = await lapse_mid_answer(mock, pair, "previous_response", streamed, tool)
 
     taken = await pair.b.open(
         "POST", f"/api/conversations/{cid}/messages", {"content": "hello?", "stream": streamed}
@@ -250,6 +249,55 @@ async def test_a_lapsed_worker_sends_no_request_after_another_took_over(
     # What the model saw for B's answer: the user's words once each, no tool output of A's.
     seen = texts(mock.transcript(b_events[-1][1]["response_id"]))
     assert seen.count("hello?") == 1 and "sunny in Paris" not in str(seen), seen
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_takeover_never_resends_into_a_conversation_the_lapsed_worker_holds(
+    mock: MockResponsesAPI, workers: Make, streamed: bool
+) -> None:
+    """Conversation strategy, A's request in flight on the server conversation when B takes over.
+
+    Plain: B's request is refused (``conversation_locked``: A's request holds the conversation)
+    and the SDK does not resend it blindly: the attempt fails with 409
+    ``ConversationLockedError``. A's answer then lands (an open tool call A never answers: its
+    lease is gone), and B's retry goes on a new server conversation holding B's branch only.
+    Streamed: A's partial answer is on the branch (the user saw it) but not in the server
+    conversation, so B's send goes on a new conversation at once and meets no lock.
+    """
+    pair = workers(InMemoryStore())
+    tool = Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_1")
+    cid, response, gate = await lapse_mid_answer(mock, pair, "conversation", streamed, tool)
+
+    taken = await pair.b.open(
+        "POST", f"/api/conversations/{cid}/messages", {"content": "hello?", "stream": streamed}
+    )
+    b_events = await bounded(taken.all_events())
+    locked = [r for r in mock.requests if r.status == 400]
+    if not streamed:
+        name, body = b_events[-1]
+        assert name == "error" and body["status"] == 409, b_events[-1]
+        assert body["type"] == "ConversationLockedError", body
+        assert len(locked) == 1 and "Another process" in str(locked[0].error)  # no blind resend
+    else:
+        assert locked == []
+
+    gate.opened.set()  # A gets its tool call, runs the tool, and would ask the model again
+    mock.frame_hook = None
+    events = await bounded(response.all_events())
+    assert events[-1][0] == "error" and events[-1][1]["type"] == "LeaseLostError", events[-1]
+    assert len(mock.response_requests) == 2  # A's follow-up never went out
+
+    if not streamed:
+        again = await pair.b.open("POST", f"/api/conversations/{cid}/retry", {"stream": False})
+        b_events = await bounded(again.all_events())
+    assert b_events[-1][0] == "record" and b_events[-1][1]["status"] == "complete", b_events[-1]
+    last = mock.response_requests[-1]
+    assert last["conversation"] != "conv_1"  # past A's request and its unanswered call
+    held = mock.conversation_items(last["conversation"])
+    seen = texts(held)
+    assert seen.count("hello?") == 1, seen
+    assert [i.get("call_id") for i in held if i.get("type") == "function_call"] == []
+    assert [r.status for r in mock.requests if r.status == 400] == [400] * len(locked)
 
 
 class SeesALapse(LeaseManager):

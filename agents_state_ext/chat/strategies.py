@@ -26,7 +26,8 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agents import RunConfig, RunState
+import agents
+from agents import ModelSettings, RunConfig, RunState
 
 from .. import _compat
 from .._nodes import Node
@@ -358,6 +359,31 @@ class ConversationStrategy(_Strategy):
     async def resumed(self, attempt: Attempt, blob: str) -> Loaded:
         return await self._loads(attempt, blob, client=self._client(attempt))
 
+    def runner_kwargs(self, attempt: Attempt) -> dict[str, Any]:
+        """No blind resend into a conversation another request holds (``conversation_locked``).
+
+        The Agents SDK resends a request refused with ``conversation_locked`` as it is, up to
+        three times; but the request holding the lock then appends its items, so the resend
+        would land on a server conversation that no longer holds exactly this branch (with,
+        say, another worker's unanswered tool call in it). The attempt fails instead with
+        :class:`~agents_state_ext.ConversationLockedError`, its conversation is checked before
+        reuse, and the next attempt forks when it diverged. Only when the agent and the run
+        config set no ``ModelSettings.retry`` of their own, and the SDK has them (0.24+).
+        """
+        kwargs = super().runner_kwargs(attempt)
+        config = kwargs.get("run_config") or RunConfig()
+        agent = attempt.agent
+        chosen = [
+            getattr(settings, "retry", None)
+            for settings in (getattr(agent, "model_settings", None), config.model_settings)
+        ]
+        if _NO_RETRY is None or any(retry is not None for retry in chosen):
+            return kwargs
+        base = config.model_settings or ModelSettings()
+        settings = base.resolve(ModelSettings(retry=_NO_RETRY))
+        kwargs["run_config"] = dataclasses.replace(config, model_settings=settings)
+        return kwargs
+
     def completed(
         self, attempt: Attempt, state: ConversationState, response_id: str | None
     ) -> str | None:
@@ -396,6 +422,11 @@ class ConversationStrategy(_Strategy):
     def adopt(self, meta: Mapping[str, Any]) -> None:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))
         self._touched.clear()
+
+
+_RETRY_SETTINGS: Any = getattr(agents, "ModelRetrySettings", None)
+_NO_RETRY: Any = _RETRY_SETTINGS(max_retries=0) if _RETRY_SETTINGS is not None else None
+"""``ModelSettings.retry`` that turns the SDK's resend of ``conversation_locked`` off."""
 
 
 def _user_id(user: str | Sequence[Node]) -> str:

@@ -32,6 +32,7 @@ from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     ContextOverflowError,
+    ConversationLockedError,
     ConversationNotFoundError,
     InvalidTargetError,
     InvalidTransitionError,
@@ -109,6 +110,7 @@ _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (ApprovalPendingError, 409),
     (InvalidTransitionError, 409),
     (InvalidTargetError, 400),
+    (ConversationLockedError, 409),  # the model's API is busy with this conversation: retry
     (openai.APIError, 502),  # the model's API failed: the server is a gateway to it
     (StateExtError, 400),
     (ValueError, 400),
@@ -142,7 +144,8 @@ def error_body(error: BaseException) -> dict[str, Any]:
 
 
 def _message(error: BaseException) -> str:
-    if isinstance(error, openai.APIError):  # its text is the provider's: kept in the record only
+    if isinstance(error, openai.APIError) and not isinstance(error, StateExtError):
+        # its text is the provider's: kept in the record only
         status = getattr(error, "status_code", None)
         return f"the model's API failed ({status})" if status else "the model's API failed"
     if isinstance(error, KeyError) and len(error.args) == 1:

@@ -51,8 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     flags.add_argument(
         "--lock-conversations",
-        action="store_true",
-        help="a second request on a conversation in flight gets 400 conversation_locked",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a second request on a conversation in flight gets 400 conversation_locked"
+        " (default: on, as the real API)",
     )
     flags.add_argument(
         "--reject-orphan-tool-calls",

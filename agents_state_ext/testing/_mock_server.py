@@ -60,8 +60,10 @@ class MockResponsesAPI:
     - ``store_interrupted_streams``: a stream the client leaves before ``response.completed``
       is still stored as completed (retrievable, chainable) but adds nothing to its
       conversation, as observed once live; default: nothing is stored.
-    - ``lock_conversations``: a second ``POST /responses`` on a conversation while one is in
-      flight gets ``400 conversation_locked``.
+    - ``lock_conversations`` (default on, as the real API): a second ``POST /responses`` on a
+      conversation while one is in flight gets ``400 conversation_locked``, param
+      ``conversation`` [obs: the live body quoted in paulgmiller/careme#379; the Agents SDK
+      retries this code 3 times, 1/2/4 s apart, ``agents/run_internal/model_retry.py``].
     - ``reject_orphan_tool_calls``: reject a request whose context has a function call without
       output ("No tool output found for function call ...").
     - ``append_incomplete_to_conversation``: an ``incomplete`` response (see
@@ -92,7 +94,7 @@ class MockResponsesAPI:
         model: str = "gpt-4.1",
         previous_response_not_found_status: int = 400,
         store_interrupted_streams: bool = False,
-        lock_conversations: bool = False,
+        lock_conversations: bool = True,
         reject_orphan_tool_calls: bool = True,
         append_incomplete_to_conversation: bool = True,
         reasoning: bool | None = None,

@@ -67,7 +67,7 @@ class MockServer:
         echo_delay: float = 0.0,
         previous_response_not_found_status: int = 400,
         store_interrupted_streams: bool = False,
-        lock_conversations: bool = False,
+        lock_conversations: bool = True,
         reject_orphan_tool_calls: bool = True,
         append_incomplete_to_conversation: bool = True,
         startup_timeout: float = 30.0,
@@ -82,12 +82,10 @@ class MockServer:
         ]
         if responder is not None:
             self._args += ["--responder", responder]
-        for flag, on in (
-            ("store-interrupted-streams", store_interrupted_streams),
-            ("lock-conversations", lock_conversations),
-        ):
-            if on:
-                self._args.append(f"--{flag}")
+        if store_interrupted_streams:
+            self._args.append("--store-interrupted-streams")
+        if not lock_conversations:
+            self._args.append("--no-lock-conversations")
         if not reject_orphan_tool_calls:
             self._args.append("--no-reject-orphan-tool-calls")
         if not append_incomplete_to_conversation:
