@@ -141,6 +141,9 @@ class RunLifecycle:
             self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
         else:
             self._run = _Run(input=_input_items(input))
+            # A new turn goes on after the newest response the server holds: no run of this
+            # state will ask for it again (a resume of this run must not be handed it).
+            self.tracker.clear_undelivered()
         self._graph = set(graph) or None
         self._owner = None
         self._filter_batch = None
