@@ -81,18 +81,22 @@ def draw(seed: int) -> Plan:
     strategy = rng.choice(STRATEGIES)
     filtered = rng.random() < 0.25
     stored = rng.random() < 0.5
-    steps = tuple(_step(rng, stored) for _ in range(rng.randint(2, 4)))
+    steps = tuple(_step(rng, stored, strategy) for _ in range(rng.randint(2, 4)))
     return Plan(seed, strategy, filtered, steps, stored)
 
 
-def _step(rng: random.Random, stored: bool) -> Step:
+def _step(rng: random.Random, stored: bool, strategy: str) -> Step:
     # An app that keeps its ledger in a store goes on in the same worker or in another one
     # from the store; one that does not, in the same process or through dumps / loads.
     same = ["resume", "new_turn"]
     thens = [*same, "store_takeover"] if stored else [*same, "loads_resume", "loads_new_turn"]
     script = rng.choice(TURN_SCRIPTS)
     streamed = rng.random() < 0.5
-    ways = [name for name, way in WAYS.items() if streamed or way.runs_plain]
+    ways = [
+        name
+        for name, way in WAYS.items()
+        if (streamed or way.runs_plain) and way.applies_to(strategy)
+    ]
     way_name = rng.choice(ways) if rng.random() < 0.75 else None
     then = rng.choice(thens)
     way = WAYS.get(way_name or "")

@@ -261,6 +261,14 @@ class Way:
     """At the CI size, strike only before the first frame and after each output item's done."""
     plain: bool = True
     """The fault means something on a non-streamed request (else such cells are skipped)."""
+    in_matrix: bool = True
+    """Played at every point by the matrix (else only by the seeded campaign)."""
+    strategies: tuple[str, ...] | None = None
+    """The strategies whose requests the real API can answer this way (None: all)."""
+
+    def applies_to(self, strategy: str) -> bool:
+        """Whether the real API can end a request of ``strategy`` this way."""
+        return self.strategies is None or strategy in self.strategies
 
     @property
     def runs_plain(self) -> bool:
@@ -305,6 +313,14 @@ WAYS: dict[str, Way] = {
             fault=lambda k: Fault.response_failed(k, body=True),
             mid_stream=True,
             in_stream=True,
+        ),
+        # Only a request on a conversation meets it; the SDK resends it a second later, so the
+        # run goes on. That wait at every point is too slow for the matrix: the campaign has it.
+        Way(
+            "conversation_locked",
+            fault=lambda _: Fault.conversation_locked(),
+            in_matrix=False,
+            strategies=("conversation",),
         ),
         # The SDK turns both terminal events into one error: at the CI size, fewer points here.
         Way(

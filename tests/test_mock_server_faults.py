@@ -94,6 +94,26 @@ async def test_status_fault_body_and_headers(mock: MockResponsesAPI) -> None:
 
 
 @pytest.mark.parametrize("streamed", [False, True])
+async def test_conversation_locked_fault_is_the_real_body_and_stores_nothing(
+    mock: MockResponsesAPI, streamed: bool
+) -> None:
+    conversation = mock.create_conversation()
+    mock.inject(Fault.conversation_locked())
+    with pytest.raises(openai.BadRequestError) as info:
+        await mock.client().responses.create(
+            model="gpt-4.1", input="a", conversation=conversation, stream=streamed
+        )
+    assert info.value.body == {
+        "message": "Another process is currently operating on this conversation. Please retry "
+        "in a few seconds.",
+        "type": "invalid_request_error",
+        "param": "conversation",
+        "code": "conversation_locked",
+    }
+    assert mock.conversation_items(conversation) == [] and mock.response_ids == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
 @pytest.mark.parametrize(
     "fault",
     [

@@ -39,6 +39,8 @@ class Fault:
     error_type: str | None = None
     """The error body's ``type``; None: ``server_error`` for 5xx, else ``invalid_request_error``."""
     error_code: str | None = None
+    error_param: str | None = None
+    """The error body's ``param`` (``conversation`` for ``conversation_locked``)."""
     headers: Mapping[str, str] | None = None
     after_events: int = 0
     seconds: float = 0.0
@@ -158,6 +160,25 @@ class Fault:
             error_code=code,
             after_events=after_events,
             failed_body=body,
+        )
+
+    @classmethod
+    def conversation_locked(cls) -> Fault:
+        """``400 conversation_locked`` (param ``conversation``): another request holds it.
+
+        What the real API answers while another request runs on the same conversation (see the
+        mock's ``lock_conversations``), injected for one request without a second writer. The
+        server processed nothing (never ``commit``); the Agents SDK resends this code by itself,
+        a second later.
+        """
+        return cls(
+            "status",
+            status_code=400,
+            message="Another process is currently operating on this conversation. Please retry "
+            "in a few seconds.",
+            error_type="invalid_request_error",
+            error_code="conversation_locked",
+            error_param="conversation",
         )
 
     @classmethod

@@ -50,6 +50,7 @@ async def _fail(fault: Fault, request: httpx2.Request) -> httpx2.Response:
             fault.status_code,
             fault.message,
             type=fault.resolved_error_type(),
+            param=fault.error_param,
             code=fault.error_code,
             headers=fault.headers,
         ).to_response()
