@@ -50,6 +50,12 @@ class Continuation:
         A resumed run is driven to its end with ``held``, which then holds its result.
         """
         if self.store:
+            if held.crashed and held.before_start:
+                raise CellSkipped(
+                    "the process died before the run's first request: a ledger held in a store "
+                    "is saved at requests, so the input never reached the store (nothing was "
+                    "sent either); the app sends it again, and loads_* cover its checkpoint"
+                )
             return await talk.take_over(held.crashed)
         if self.resume and not (held.resumable or held.finished):
             raise CellSkipped(

@@ -22,6 +22,7 @@ from agents_state_ext import ConversationState
 from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest
 
 __all__ = [
+    "STREAM_STARTED",
     "TURN_START",
     "WAYS",
     "Held",
@@ -37,6 +38,9 @@ __all__ = [
 
 TURN_START = "about to send a model request"
 """The label ending of the point before each model request of the run: a turn starts."""
+
+STREAM_STARTED = "streamed run started, before its task runs"
+"""The point right after ``run_streamed()`` returned, in the app's task: nothing sent yet."""
 
 LANDING_SECONDS = 2.0
 """How long a point waits for a cancellation it triggered to arrive before giving up."""
@@ -149,6 +153,8 @@ class Held:
     cancelled: bool = False
     crashed: bool = False
     """The process "died" at the point: only ``checkpoint`` survives."""
+    before_start: bool = False
+    """It died at :data:`STREAM_STARTED`: before the run's first request."""
     checkpoint: str | None = None
     checkpoint_error: Exception | None = None
     """What ``dumps()`` at the point raised instead of writing the checkpoint."""
@@ -178,13 +184,20 @@ async def drive(
     held: Held,
     *,
     streamed: bool,
+    probe: Probe | None = None,
     **kwargs: Any,
 ) -> None:
-    """Run until the script's final answer, approving every pause, unless interrupted."""
+    """Run until the script's final answer, approving every pause, unless interrupted.
+
+    A streamed run is a point (``probe``) as soon as ``run_streamed`` returns: the app may
+    cancel it, checkpoint it or die before its task has run at all.
+    """
     while True:
         if streamed:
             result: Any = state.run_streamed(agent, input, **kwargs)
             held.result = result
+            if probe is not None:
+                await probe.reached(STREAM_STARTED)
             async for _ in result.stream_events():
                 pass
         else:
@@ -208,9 +221,16 @@ class Runtime:
     probe: Probe | None = None
 
     async def cancel_task(self) -> None:
-        """``task.cancel()`` of the task driving the run."""
+        """``task.cancel()`` of the task driving the run.
+
+        At :data:`STREAM_STARTED` that task has not iterated the stream yet, so cancelling it
+        alone would leave the SDK's run task running unobserved (a run the app then resumes
+        beside itself); the app's task takes its run with it there, as a dying process does.
+        """
         assert self.task is not None
         self.held.stopped = True
+        if asyncio.current_task() is self.task and self.held.result is not None:
+            self.held.result.cancel()
         self.task.cancel()
         await self._landing()
 
@@ -218,6 +238,8 @@ class Runtime:
         """``result.cancel()`` (immediate) of the streamed run."""
         self.held.stopped = True
         self.held.result.cancel()
+        if asyncio.current_task() is self.task:
+            return  # at STREAM_STARTED, in the app's task: it drains the cancelled stream next
         await self._landing()
 
     async def cancel_after_turn(self) -> None:
@@ -228,6 +250,7 @@ class Runtime:
     async def checkpoint_and_crash(self) -> None:
         """``state.dumps(...)`` at the point, then the process dies (its run task is cancelled)."""
         self.held.crashed = True
+        self.held.before_start = asyncio.current_task() is self.task
         if self.probe is not None:
             self.probe.dead = True
         try:

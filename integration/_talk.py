@@ -111,7 +111,9 @@ class Talk:
 
     async def drive(self, state: ConversationState, input: Any, held: Held) -> None:
         """Run ``input`` on ``state`` to its final answer (see :func:`~._interrupt.drive`)."""
-        await drive(state, self.agent, input, held, streamed=self.streamed, **self.kwargs)
+        await drive(
+            state, self.agent, input, held, streamed=self.streamed, probe=self.probe, **self.kwargs
+        )
 
     async def hold(self) -> None:
         """Keep the ledger in a store from now on, held by worker "a" (saved at every request)."""
