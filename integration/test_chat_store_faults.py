@@ -148,3 +148,53 @@ async def test_one_failed_write_leaves_the_chat_usable_and_its_store_readable(
         for conversation in {b["conversation"] for b in mock.response_requests}:
             held = Counter(_users(mock.conversation_items(conversation)))
             assert all(n == 1 for n in held.values()), held
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@STREAMED
+async def test_after_a_failed_start_a_retry_answers_the_same_message_and_nothing_is_orphaned(
+    mock: MockResponsesAPI, tmp_path: Path, strategy: str, streamed: bool
+) -> None:
+    db = tmp_path / "chat.sqlite"
+    async with FaultyStore(db) as store:
+        chat = await open_chat(mock, strategy, store=store)
+        await chat.send("one", stream=streamed)
+        store.fail("start", times=2)  # the store stays down for the first retry too
+        failed = chat.send("two", stream=streamed)
+        with pytest.raises(StoreError):
+            await failed
+        with pytest.raises(StoreError):
+            await chat.retry(stream=streamed)
+        answer = await chat.retry(stream=streamed)  # the store is back
+        assert answer.user_id == failed.user_id
+        assert store.raised == ["start", "start"]
+    await _check_store(db, chat.id, [answer.text])
+    async with SQLiteStore(db) as store:
+        graph = await store.load_graph(chat.id)
+        two = graph.get(failed.user_id)
+        assert [n.status for n in graph.children(two.id)] == ["failed", "failed", "complete"]
+    users = _contexts(mock)
+    assert users == [["one"], ["one", "two"]]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@STREAMED
+async def test_a_failed_start_on_a_handle_then_dropped_leaves_the_store_as_it_was(
+    mock: MockResponsesAPI, tmp_path: Path, strategy: str, streamed: bool
+) -> None:
+    db = tmp_path / "chat.sqlite"
+    async with FaultyStore(db) as store:
+        chat = await open_chat(mock, strategy, store=store)
+        first = await chat.send("one", stream=streamed)
+        store.fail("start")
+        with pytest.raises(StoreError):
+            await chat.send("two", stream=streamed)
+    async with SQLiteStore(db) as store:
+        path = await store.active_path(chat.id)
+        assert [n.id for n in path][-2:] == [first.user_id, first.id]
+        again = await open_conversation(
+            store, chat.id, agent=_agent(mock, "gpt-4.1"), counter=FixedTokenCounter()
+        )
+        await again.send("two", stream=streamed)
+    await _check_store(db, chat.id, [])
+    assert _contexts(mock)[-1] == ["one", "two"]
