@@ -15,6 +15,12 @@ A chat with a :class:`~agents_state_ext.chat.WriteGuard` (``chat.guard``) commit
 guard's fence: once another worker has taken the conversation over, every commit is
 ``FencedOutError``, nothing of it is stored, and nothing is re-read or retried.
 
+A commit that fails in the store (``StoreError``: a cut connection, a full disk) writes
+nothing and loses nothing: the graph gets its changes back (``restore_changes``), the queue its
+records, the strategy its pending registry, and the handle's next commit stores them all. The
+strategy's registry (``ChatStrategy.save``) is stored first in every commit, so no stored node
+names a server conversation the stored registry does not know about.
+
 A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this handle ran
 that had already ended in memory (queued with ``keep``) are stored first, over their stored
 version and off the branch the other handle made active, so no attempt stays in flight in the
