@@ -186,6 +186,14 @@ class ConversationGraph:
         self._changed.clear()
         return changed
 
+    def restore_changes(self, nodes: Iterable[Node]) -> None:
+        """Give back what :meth:`take_changes` returned: a store write that took them failed.
+
+        The next :meth:`take_changes` returns them again, before anything changed since.
+        """
+        given = {node.id: None for node in nodes if node.id in self._nodes}
+        self._changed = {**given, **self._changed}
+
     # -- building ----------------------------------------------------------------------------
 
     def add_system(self, content: Content) -> Node:

@@ -34,6 +34,7 @@ from agents_state_ext.stores.conformance import (
     check_fenced_commit,
     check_ledger_concurrent_writers,
     check_ledger_versions,
+    check_orphan_parent_refused,
     check_token_counts,
     check_typed_ids,
     run_conformance,
@@ -256,6 +257,33 @@ class FenceCheckedThenAwait(InMemoryStore):
         )
 
 
+class AcceptsOrphans(InMemoryStore):
+    """Stores a node whose parent it does not hold (as a root): what broke whole chats."""
+
+    async def commit(
+        self,
+        conversation_id: str,
+        nodes: Iterable[Node],
+        *,
+        expected_head: str | None,
+        new_head: str | None,
+        attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        nodes = list(nodes)
+        stored = await self.load_graph(conversation_id)
+        known = {n.id for n in nodes} | {n.id for n in stored.nodes()}
+        kept = [
+            n if n.parent_id in known or n.parent_id is None
+            else Node.from_dict(n.to_dict() | {"parent_id": None})
+            for n in nodes
+        ]  # fmt: skip
+        await super().commit(
+            conversation_id, kept, expected_head=expected_head, new_head=new_head,
+            attempts=attempts, fence=fence,
+        )  # fmt: skip
+
+
 class TokenCountsIgnoreEncoding(InMemoryStore):
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
@@ -268,6 +296,7 @@ class TokenCountsIgnoreEncoding(InMemoryStore):
 
 BROKEN: list[tuple[type[InMemoryStore], Check]] = [
     (NoCompareAndSet, check_commit_is_atomic),
+    (AcceptsOrphans, check_orphan_parent_refused),
     (NewestFirstAttempts, check_attempts),
     (AttemptsOutsideTheTransaction, check_commit_attempts),
     (LimitFromTheRoot, check_active_path_limit),

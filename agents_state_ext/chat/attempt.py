@@ -70,7 +70,9 @@ class Attempt:
     commit), then calls the model: what goes wrong before anything is sent is raised when the
     attempt is awaited (or iterated) — a prompt over the budget (``ContextOverflowError``, the
     attempt stored as ``failed``), another handle having changed the chat
-    (``ConcurrentUpdateError``, nothing stored), a resume the store no longer allows.
+    (``ConcurrentUpdateError``, nothing stored), a resume the store no longer allows, a store
+    that failed to write the start (its ``StoreError``; the attempt ends ``failed`` in memory
+    and the handle's next commit stores it, see ``docs/attempts.md``).
 
     ``async for delta in attempt`` yields the answer's text as it arrives (one piece at the
     end when not streamed). :meth:`stop` cancels it; the text received so far is stored with

@@ -531,6 +531,18 @@ class Conversation:
             node = attempt.node  # no longer in the graph, which was re-read
             node.status, node.meta["error"] = "failed", f"{type(exc).__name__}: {exc}"
             raise
+        except Exception as exc:
+            # The store failed and nothing of the start was stored; nothing was sent either.
+            # The attempt ends failed in memory, and the handle's next commit stores it with
+            # its user message, so the chat goes on (send the message again, or retry it).
+            message = f"{type(exc).__name__}: {exc}"
+            if attempt.node.status in _IN_FLIGHT:
+                self.graph.fail(attempt.id, message)
+            if attempt.record.status in FINAL:
+                self._writes.hold(attempt.record, keep=True)
+            else:
+                self._writes.ended(attempt, "failed", error=message)
+            raise
         attempt.stored = True
         attempt.plan.ensure_sendable()  # over the budget: stored as failed, nothing is sent
 
@@ -549,7 +561,6 @@ class Conversation:
         record.response_id, record.usage = ended_on, used
         record.cursor_after = self._strategy.completed(attempt, state, ended_on)
         generation = self._writes.ended(attempt, "complete")
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
         await save_counts(self.store, self.id, self.counter, [*attempt.plan.nodes, attempt.node])
 
@@ -562,7 +573,6 @@ class Conversation:
         attempt.record.cursor_after = attempt.record.cursor_before
         generation = self._writes.ended(attempt, "failed", error=message)
         self._strategy.interrupted(attempt.node)
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
 
     async def _cancelled(self, attempt: Attempt, response_id: str | None) -> None:
@@ -574,7 +584,6 @@ class Conversation:
         record.cursor_after, record.response_id = record.cursor_before, response_id
         generation = self._writes.ended(attempt, "cancelled")
         self._strategy.interrupted(attempt.node)
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
 
     async def _released(self, attempt: Attempt) -> None:

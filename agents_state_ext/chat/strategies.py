@@ -111,7 +111,10 @@ class ChatStrategy(Protocol):
         ...
 
     async def save(self) -> None:
-        """Store what :meth:`completed` and :meth:`interrupted` noted."""
+        """Store what :meth:`completed` and :meth:`interrupted` noted (kept if the write fails).
+
+        Every commit of the chat calls it first (see :mod:`.writes`).
+        """
         ...
 
     def adopt(self, meta: Mapping[str, Any]) -> None:
@@ -418,6 +421,9 @@ class ConversationStrategy(_Strategy):
             self.servers = await update_stored(chat.store, chat.id, merge, chat.guard)
         except FencedOutError:
             return  # another worker drives the chat now; the commit after this says so
+        except BaseException:
+            self._touched |= touched  # nothing was stored: the next save (or commit) tries again
+            raise
 
     def adopt(self, meta: Mapping[str, Any]) -> None:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))

@@ -6,7 +6,7 @@ import contextlib
 import gc
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._attempts import AttemptRecord
@@ -46,7 +46,9 @@ __all__ = [
     "ledger_conflict",
     "missing_conversation",
     "missing_node",
+    "missing_parent",
     "start_order",
+    "unknown_parents",
 ]
 
 
@@ -155,6 +157,25 @@ def missing_conversation(conversation_id: str) -> ConversationNotFoundError:
 
 def missing_node(conversation_id: str, node_id: str) -> NodeNotFoundError:
     return NodeNotFoundError(f"no node {node_id!r} in conversation {conversation_id!r}")
+
+
+def missing_parent(conversation_id: str, node_id: str, parent_id: str) -> NodeNotFoundError:
+    """A commit wrote ``node_id`` under ``parent_id``, which neither the store nor it holds."""
+    return NodeNotFoundError(
+        f"no node {parent_id!r} in conversation {conversation_id!r}: it is the parent of node "
+        f"{node_id!r}, which a commit must write with its parent or after it"
+    )
+
+
+def unknown_parents(rows: Sequence[tuple[Any, ...]]) -> dict[str, str]:
+    """parent id -> the first node written under it, for parents the rows do not write."""
+    written = {row[0] for row in rows}
+    out: dict[str, str] = {}
+    for row in rows:
+        parent = row[1]
+        if parent is not None and parent not in written:
+            out.setdefault(parent, row[0])
+    return out
 
 
 def check_id(value: object, what: str) -> str:

@@ -245,6 +245,7 @@ class PostgresStore(StoreBase):
         _codec.check_id(conversation_id, "conversation id")
         rows = _codec.encode_node_rows(nodes)
         written = {row[0] for row in rows}
+        parents = _codec.unknown_parents(rows)
         records = attempt_rows(attempts)
         for head in (expected_head, new_head):
             if head is not None:
@@ -267,6 +268,15 @@ class PostgresStore(StoreBase):
                     f"conversation {conversation_id!r}: head is {head!r},"
                     f" expected {expected_head!r}"
                 )
+            if parents:
+                cur = await conn.execute(
+                    "SELECT id FROM nodes WHERE conversation_id = %s AND id = ANY(%s)",
+                    (conversation_id, list(parents)),
+                )
+                found = {row[0] for row in await cur.fetchall()}
+                for parent, child in parents.items():
+                    if parent not in found:
+                        raise _codec.missing_parent(conversation_id, child, parent)
             if rows:
                 await conn.execute(WRITE_NODES, node_params(conversation_id, rows))
             if new_head is not None and new_head not in written:

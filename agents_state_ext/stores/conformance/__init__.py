@@ -49,6 +49,7 @@ from .commits import (
     check_concurrent_commits,
     check_delete_conversation,
     check_head_compare_and_set,
+    check_orphan_parent_refused,
 )
 from .core import (
     check_active_path,
@@ -99,6 +100,7 @@ CORE_CHECKS: tuple[Check, ...] = (
     check_active_path_limit,
     check_head_compare_and_set,
     check_commit_is_atomic,
+    check_orphan_parent_refused,
     check_commit_attempts,
     check_concurrent_commits,
     check_delete_conversation,
