@@ -54,10 +54,8 @@ class ContextSelection:
     def ensure_sendable(self) -> ContextSelection:
         """This selection, or :class:`ContextOverflowError` if it must not be sent."""
         if self.overflow:
-            raise ContextOverflowError(
-                f"the system messages and active prompt need {self.used} tokens, over the "
-                f"budget of {self.budget}; raise the budget or shorten the prompt"
-            )
+            prompt = self.tokens.get(self.required_ids[-1]) if self.required_ids else None
+            raise ContextOverflowError.over(self.used, prompt, self.budget)
         return self
 
 
