@@ -54,7 +54,8 @@ class ContextSelection:
     def ensure_sendable(self) -> ContextSelection:
         """This selection, or :class:`ContextOverflowError` if it must not be sent."""
         if self.overflow:
-            prompt = self.tokens.get(self.required_ids[-1]) if self.required_ids else None
+            # The active prompt is always required, and last.
+            prompt = self.tokens[self.required_ids[-1]]
             raise ContextOverflowError.over(self.used, prompt, self.budget)
         return self
 

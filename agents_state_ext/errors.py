@@ -94,17 +94,11 @@ class ContextOverflowError(StateExtError, ValueError):
     the chat is as it was (shorten the message, or raise the budget with ``set_budget``).
     ``required_tokens`` is what the required parts need (the system messages and the user
     message; under ``previous_response`` after a first answer, the message alone),
-    ``message_tokens`` the user message's own count, ``budget`` the budget they exceed;
-    each ``None`` when the raiser did not know it.
+    ``message_tokens`` the user message's own count, ``budget`` the budget they exceed.
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        required_tokens: int | None = None,
-        message_tokens: int | None = None,
-        budget: int | None = None,
+        self, message: str, *, required_tokens: int, message_tokens: int, budget: int
     ) -> None:
         super().__init__(message)
         self.required_tokens = required_tokens
@@ -112,14 +106,12 @@ class ContextOverflowError(StateExtError, ValueError):
         self.budget = budget
 
     @classmethod
-    def over(
-        cls, required_tokens: int, message_tokens: int | None, budget: int | None
-    ) -> ContextOverflowError:
+    def over(cls, required_tokens: int, message_tokens: int, budget: int) -> ContextOverflowError:
         """The error for required parts of ``required_tokens`` over ``budget``, with its text."""
-        alone = "" if message_tokens is None else f" (the message alone is {message_tokens})"
         return cls(
-            f"the system messages and active prompt need {required_tokens} tokens{alone}, over "
-            f"the budget of {budget}; shorten the message or raise the budget",
+            f"the system messages and active prompt need {required_tokens} tokens (the message "
+            f"alone is {message_tokens}), over the budget of {budget}; shorten the message or "
+            "raise the budget",
             required_tokens=required_tokens,
             message_tokens=message_tokens,
             budget=budget,

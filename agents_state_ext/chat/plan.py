@@ -83,7 +83,8 @@ class Plan:
     def ensure_sendable(self) -> Plan:
         """This plan, or :class:`ContextOverflowError` if its required parts exceed the budget."""
         if self.overflow:
-            prompt = self.tokens.get(self.nodes[-1].id) if self.nodes else None
+            assert self.budget is not None  # nothing overflows no budget
+            prompt = self.tokens[self.nodes[-1].id]  # the active user message ends a plan
             required = self.used if self.required is None else self.required
             raise ContextOverflowError.over(required, prompt, self.budget)
         return self
