@@ -35,6 +35,9 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from agents.exceptions import UserError
 
 __all__ = [
@@ -104,6 +107,16 @@ class ContextOverflowError(StateExtError, ValueError):
         self.required_tokens = required_tokens
         self.message_tokens = message_tokens
         self.budget = budget
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The counts are keyword-only: rebuild with them (default pickling passes args only).
+        rebuild = functools.partial(
+            type(self),
+            required_tokens=self.required_tokens,
+            message_tokens=self.message_tokens,
+            budget=self.budget,
+        )
+        return rebuild, self.args
 
     @classmethod
     def over(cls, required_tokens: int, message_tokens: int, budget: int) -> ContextOverflowError:
