@@ -52,8 +52,12 @@ function report(error) {
     { class: "alert", role: "alert" },
     h("strong", {}, title),
     " ",
-    h("span", { class: "alert-text" }, `${sentence(String(error.message || error))}${hint}`),
-    overBudget(error),
+    h(
+      "span",
+      { class: "alert-text" },
+      `${sentence(String(error.message || error))}${hint}`,
+      overBudget(error),
+    ),
     h(
       "button",
       {
