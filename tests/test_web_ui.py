@@ -406,6 +406,7 @@ def test_overflow_conflict_and_model_failure_are_shown_as_messages(
     expect(page.locator("#chat-title")).not_to_contain_text("budget 5 tokens")
     page.locator("#composer-input").press("Enter")
     settled(page)
+    expect(answers(page)).to_have_count(1)
     expect(answers(page).locator(".badge")).to_have_count(0)  # complete: no status badge
     assert [r["status"] for r in api.records(tiny)] == ["complete"]
     assert [n["text"] for n in api.nodes(tiny) if n["role"] == "user"] == [hello]
