@@ -36,6 +36,7 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agents.exceptions import UserError
@@ -93,7 +94,44 @@ class StateBlobError(StateExtError, ValueError):
 
 
 class ContextOverflowError(StateExtError, ValueError):
-    """A request whose required parts alone exceed its token budget was asked to be sent."""
+    """A request whose required parts alone exceed its token budget was asked to be sent.
+
+    A chat raises it from ``send`` / ``edit`` / ``retry`` before anything is stored or sent:
+    the chat is as it was (shorten the message, or raise the budget with ``set_budget``).
+    ``required_tokens`` is what the required parts need (the system messages and the user
+    message; under ``previous_response`` after a first answer, the message alone),
+    ``message_tokens`` the user message's own count, ``budget`` the budget they exceed.
+    """
+
+    def __init__(
+        self, message: str, *, required_tokens: int, message_tokens: int, budget: int
+    ) -> None:
+        super().__init__(message)
+        self.required_tokens = required_tokens
+        self.message_tokens = message_tokens
+        self.budget = budget
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The counts are keyword-only: rebuild with them (default pickling passes args only).
+        rebuild = functools.partial(
+            type(self),
+            required_tokens=self.required_tokens,
+            message_tokens=self.message_tokens,
+            budget=self.budget,
+        )
+        return rebuild, self.args
+
+    @classmethod
+    def over(cls, required_tokens: int, message_tokens: int, budget: int) -> ContextOverflowError:
+        """The error for required parts of ``required_tokens`` over ``budget``, with its text."""
+        return cls(
+            f"the system messages and active prompt need {required_tokens} tokens (the message "
+            f"alone is {message_tokens}), over the budget of {budget}; shorten the message or "
+            "raise the budget",
+            required_tokens=required_tokens,
+            message_tokens=message_tokens,
+            budget=budget,
+        )
 
 
 class EmptyMessageError(StateExtError, ValueError):

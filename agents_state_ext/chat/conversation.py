@@ -58,7 +58,6 @@ from .._tokens import MessageCounter, TokenCounter
 from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
-    ContextOverflowError,
     InvalidTransitionError,
 )
 from ..stores import ConversationStore
@@ -74,7 +73,6 @@ from .records import (
     check_prompt_version,
     explained,
     invalidations,
-    mark,
     model_name,
     new_record,
     read_part,
@@ -339,17 +337,24 @@ class Conversation:
         """Add a user message on the active branch and start answering it.
 
         An empty message raises ``EmptyMessageError``, content that is neither text nor input
-        items ``MessageContentError`` (nothing is added or sent).
+        items ``MessageContentError``, and a message whose request would be over the token
+        budget ``ContextOverflowError`` (with the counts): nothing is added, stored or sent.
         """
         check_content(content, "send")
         self._check_idle("send")
-        self.graph.add_user(content)
-        return self._start(self.graph.start_attempt(), stream)
+        leaf = self.graph.active_leaf
+        user = self.graph.add_user(content)
+        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
 
     def retry(self, user_id: str | None = None, *, stream: bool = False) -> Attempt:
-        """Answer a user message again (default: the active turn's); earlier attempts stay."""
+        """Answer a user message again (default: the active turn's); earlier attempts stay.
+
+        ``ContextOverflowError`` when the request would be over the token budget (nothing is
+        added, stored or sent: raise the budget with :meth:`set_budget` first).
+        """
         self._check_idle("retry")
-        return self._start(self.graph.retry(user_id), stream)
+        leaf = self.graph.active_leaf
+        return self._start(self.graph.retry(user_id), stream, leaf=leaf)
 
     def edit(
         self, user_id: str, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False
@@ -358,12 +363,14 @@ class Conversation:
 
         Everything under the old version turns ``invalid`` and is never sent on this branch.
         An empty new version raises ``EmptyMessageError``, a malformed one
-        ``MessageContentError`` (nothing changes).
+        ``MessageContentError``, one whose request would be over the token budget
+        ``ContextOverflowError`` (nothing changes: the old version stays valid).
         """
         check_content(content, "edit")
         self._check_idle("edit")
-        self.graph.edit(user_id, content)
-        return self._start(self.graph.start_attempt(), stream)
+        leaf = self.graph.active_leaf
+        user = self.graph.edit(user_id, content)
+        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
 
     async def switch(self, node_id: str) -> Node:
         """Make ``node_id`` the active leaf (any message) and store it; nothing else changes."""
@@ -481,20 +488,28 @@ class Conversation:
         node: Node,
         stream: bool,
         *,
+        added: Sequence[Node] = (),
+        leaf: str | None,
         agent: Agent[Any] | None = None,
         budget: int | bool | None = False,
     ) -> Attempt:
         """Plan the new attempt ``node`` in memory and start its task (which stores it first).
 
-        ``agent`` answers instead of the chat's; ``budget`` (unless ``False``) plans within
-        that budget instead of the chat's (a replay's recorded one).
+        A plan that cannot be sent (over the budget) is refused here, before anything is
+        stored: ``node`` and the nodes the action ``added`` for it are withdrawn from the graph
+        and ``leaf`` is active again, so the chat is as it was. ``agent`` answers instead of
+        the chat's; ``budget`` (unless ``False``) plans within that budget instead of the
+        chat's (a replay's recorded one).
         """
         assert self.agent is not None
         kept = self._budget
         if budget is not False:
             self._budget = None if budget is None or budget is True else budget
         try:
-            plan = self._strategy.plan(str(node.parent_id))
+            plan = self._strategy.plan(str(node.parent_id)).ensure_sendable()
+        except BaseException:
+            self._withdraw([node, *reversed(added)], leaf)
+            raise
         finally:
             self._budget = kept
         record = self._new_record(
@@ -505,12 +520,6 @@ class Conversation:
         )
         record.budget, record.used = plan.budget, plan.used
         record.reasoning = reasoning(plan)
-        try:
-            plan.ensure_sendable()
-        except ContextOverflowError as exc:  # stored as failed when the attempt starts
-            record.cursor_after = record.cursor_before
-            self.graph.fail(node.id, str(exc))
-            mark(record, "failed", error=str(exc))
         generation = self._writes.hold(record)
         attempt = Attempt(
             self, node, plan, record, agent=agent or self.agent, stream=stream,
@@ -518,6 +527,12 @@ class Conversation:
         )  # fmt: skip
         self._in_flight = attempt
         return attempt
+
+    def _withdraw(self, nodes: Sequence[Node], leaf: str | None) -> None:
+        """Take ``nodes`` (newest first) back out of the graph, ``leaf`` active again."""
+        last = len(nodes) - 1
+        for i, node in enumerate(nodes):
+            self.graph.withdraw(node.id, active_leaf=leaf if i == last else None)
 
     async def _begin(self, attempt: Attempt) -> None:
         """Store the attempt's start (node and record, one commit) before anything is sent."""
@@ -544,7 +559,6 @@ class Conversation:
                 self._writes.ended(attempt, "failed", error=message)
             raise
         attempt.stored = True
-        attempt.plan.ensure_sendable()  # over the budget: stored as failed, nothing is sent
 
     async def _complete(
         self, attempt: Attempt, result: RunResultBase, state: ConversationState
@@ -566,7 +580,7 @@ class Conversation:
 
     async def _fail(self, attempt: Attempt, error: BaseException) -> None:
         if not attempt.stored or attempt.record.status in FINAL:
-            return  # nothing of it was stored, or it is stored as failed already (overflow)
+            return  # nothing of it was stored, or its end is stored already
         message = f"{type(error).__name__}: {error}"
         if attempt.node.status in _IN_FLIGHT:
             self.graph.fail(attempt.id, message)

@@ -318,6 +318,8 @@ class ConversationStrategy(_Strategy):
         plan.seed = list(selection.nodes[:-1])
         # A fork seeds the selection, which must fit as well as what is sent.
         plan.overflow = selection.overflow or plan.overflow
+        if selection.overflow:
+            plan.required = selection.used
         return plan
 
     def cursor(self, path: Sequence[Node]) -> str | None:

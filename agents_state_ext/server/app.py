@@ -64,6 +64,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", _CONVERSATION + "/approvals", "decide"),
     ("POST", _CONVERSATION + "/stop", "stop"),
     ("POST", _CONVERSATION + "/switch", "switch"),
+    ("POST", _CONVERSATION + "/budget", "budget"),
     ("GET", _CONVERSATION + "/tree", "tree"),
     ("GET", _CONVERSATION + "/attempts", "attempts"),
     ("GET", _CONVERSATION + "/attempts/{ref}", "attempt"),

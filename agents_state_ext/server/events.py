@@ -16,7 +16,8 @@ JSON:
 
 A stream always ends with ``record`` or ``error``. Lines starting with ``:`` are keep-alive
 comments. Every other answer is JSON; an error is ``{"error": {"type", "message"}}`` with the
-status :func:`error_status` gives.
+status :func:`error_status` gives (a 422 over the token budget adds ``required_tokens``,
+``message_tokens`` and ``budget``).
 """
 
 from __future__ import annotations
@@ -134,13 +135,21 @@ def error_status(error: BaseException) -> int:
 def error_body(error: BaseException) -> dict[str, Any]:
     """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type).
 
+    A ``ContextOverflowError`` (422: refused before anything was stored) adds its counts:
+    ``required_tokens``, ``message_tokens`` and ``budget``.
+
     A failure of the model's API says only that and its status: the provider's own text (which
     may name the account, the model or the key) stays in the attempt record for the operator.
     """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
     message = _message(error) if status != 500 else "internal server error"
-    return {"error": {"type": kind, "message": message}}
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if isinstance(error, ContextOverflowError):
+        body["required_tokens"] = error.required_tokens
+        body["message_tokens"] = error.message_tokens
+        body["budget"] = error.budget
+    return {"error": body}
 
 
 def _message(error: BaseException) -> str:

@@ -285,6 +285,17 @@ class ChatServer:
             path = [node_view(n, chat.graph) for n in chat.active_path()]
         return JSONResponse({"active_leaf": chat.graph.active_leaf, "active_path": path})
 
+    async def budget(self, request: Request) -> Response:
+        """Set the conversation's token budget (``{"budget": N}``, ``null``: none) for what follows.
+
+        The way on after a 422 over the budget, besides a shorter message.
+        """
+        user, conversation_id = await self._owned(request)
+        budget = check_budget((await read_body(request)).get("budget"))
+        async with self.driver.session(conversation_id, self._opener(user)) as chat:
+            await chat.set_budget(budget)
+        return JSONResponse({"id": conversation_id, "budget": budget})
+
     # -- reading -------------------------------------------------------------------------------
 
     async def tree(self, request: Request) -> Response:
