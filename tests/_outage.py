@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -42,7 +43,8 @@ def free_port() -> int:
 class FaultProxy:
     """A TCP proxy from a local port to ``target_port`` that cuts, blackholes or refuses."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target_host = target_host
         self.target_port = target_port
         self.port = 0
         self.mode: Mode = "pass"
@@ -74,6 +76,13 @@ class FaultProxy:
         """Forward again (what was dropped meanwhile stays dropped)."""
         self.mode = "pass"
 
+    def proxied(self, url: str) -> str:
+        """``url`` with its host and port replaced by the proxy's."""
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")
+        where = f"127.0.0.1:{self.port}"
+        return urlunsplit(parts._replace(netloc=f"{netloc[0]}{netloc[1]}{where}"))
+
     async def aclose(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -87,7 +96,7 @@ class FaultProxy:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            up_reader, up_writer = await asyncio.open_connection(self.target_host, self.target_port)
         except OSError:
             writer.transport.abort()
             return
@@ -114,6 +123,19 @@ class FaultProxy:
             for writer in pair:
                 writer.transport.abort()
                 self._writers.discard(writer)
+
+
+class ProxyOutage:
+    """The conformance suite's ``Outage`` on a proxy: cut refuses, restore heals."""
+
+    def __init__(self, proxy: FaultProxy) -> None:
+        self.proxy = proxy
+
+    async def cut(self) -> None:
+        self.proxy.refuse()
+
+    async def restore(self) -> None:
+        self.proxy.heal()
 
 
 def _need(binary: Path | str) -> str:
