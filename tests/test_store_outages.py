@@ -22,6 +22,7 @@ from _asgi_client import ASGIClient
 from _outage import FaultProxy, Postgres, Redis
 from agents import Agent, set_tracing_disabled
 
+from agents_state_ext import InMemoryStore, StoreUnavailableError
 from agents_state_ext.server import RedisStopBus, create_app
 from agents_state_ext.stores import ConversationStore
 from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
@@ -258,3 +259,54 @@ async def test_a_redis_restart_without_persistence_is_lost_data_and_new_conversa
     fresh = await redis_app.create()
     sent = await redis_app.send(fresh, "three")
     assert sent[0] == 200 and sent[1][0] == "record", sent
+
+
+async def test_a_blackholed_redis_is_503_once_the_socket_timeout_is_up(
+    redis_app: Served, redis_proxy: FaultProxy
+) -> None:
+    cid = await redis_app.create()
+    redis_proxy.blackhole()
+    response = await bounded(redis_app.client.open("GET", f"/api/conversations/{cid}"), TIMEOUT * 4)
+    assert_unavailable(response.status, response.headers, await response.json())
+    redis_proxy.heal()
+    redis_proxy.cut()  # the blackholed connections hold half-answered requests
+    status, _, _ = await get(redis_app, f"/api/conversations/{cid}")
+    assert status == 200
+
+
+# -- in process: a store that fails on demand (no server needed) --------------------------------
+
+
+class FailingCommits(InMemoryStore):
+    """Commits fail as unavailable while ``down`` is set."""
+
+    down = False
+
+    async def commit(self, conversation_id: str, *args: Any, **kwargs: Any) -> None:
+        if self.down:
+            raise StoreUnavailableError("PostgreSQL: server closed the connection unexpectedly")
+        await super().commit(conversation_id, *args, **kwargs)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_commit_failing_as_unavailable_is_503_in_the_answer(
+    mock: MockResponsesAPI, streamed: bool
+) -> None:
+    store = FailingCommits()
+    served = await serve(store, mock)
+    try:
+        cid = await served.create()
+        store.down = True
+        response = await bounded(
+            served.client.open(
+                "POST", f"/api/conversations/{cid}/messages", {"content": "hi", "stream": streamed}
+            )
+        )
+        if response.status == 200:  # the stream had begun: its closing event says it
+            name, data = (await bounded(response.all_events()))[-1]
+            assert (name, data["status"], data["type"]) == ("error", 503, "StoreUnavailableError")
+            assert data["message"] == "the conversation store is unavailable; retry later"
+        else:
+            assert_unavailable(response.status, response.headers, await response.json())
+    finally:
+        await served.aclose()
