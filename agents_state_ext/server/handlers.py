@@ -147,10 +147,11 @@ class ChatServer:
 
         ``store`` is ``unavailable`` when a lookup of an unknown conversation gets no answer
         within :data:`HEALTH_TIMEOUT` seconds (or fails as unavailable); ``stop_bus`` is
-        ``down`` when stops would not reach this worker.
+        ``down`` when stops would not reach this worker, ``unavailable`` when a bus that can
+        be pinged (``RedisStopBus``) does not answer.
         """
         store = await self._store_health()
-        stop_bus = "ok" if getattr(self.driver.stops, "alive", True) else "down"
+        stop_bus = await self._stop_bus_health()
         degraded = store != "ok" or stop_bus != "ok"
         body = {
             "status": "degraded" if degraded else "ok",
@@ -160,6 +161,18 @@ class ChatServer:
         }
         headers = {"Retry-After": str(RETRY_AFTER)} if degraded else None
         return JSONResponse(body, status_code=503 if degraded else 200, headers=headers)
+
+    async def _stop_bus_health(self) -> str:
+        stops = self.driver.stops
+        if not getattr(stops, "alive", True):
+            return "down"
+        ping = getattr(stops, "ping", None)
+        if ping is not None:
+            try:
+                await asyncio.wait_for(ping(), HEALTH_TIMEOUT)
+            except (StoreUnavailableError, asyncio.TimeoutError):
+                return "unavailable"
+        return "ok"
 
     async def _store_health(self) -> str:
         try:

@@ -376,6 +376,12 @@ class RedisStopBus:
                 except Exception:  # one bad message must not end the reader
                     logger.exception("the stop bus could not handle a message; reading on")
 
+    async def ping(self) -> None:
+        """Ask Redis for an answer; ``StoreUnavailableError`` if it gives none (``/api/health``)."""
+        self._check_open()
+        with _unavailable("reach Redis"):
+            await self._client.ping()
+
     @property
     def alive(self) -> bool:
         """Whether stops can arrive: open, and reading whenever a conversation is watched."""
