@@ -20,7 +20,12 @@ from .._graph import default_id_factory
 from .._housekeeping import delete_conversation
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
-from ..errors import ConversationNotFoundError, StoreError, StoreUnavailableError
+from ..errors import (
+    ConversationNotFoundError,
+    StoredDataError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
 from .body import read_body
@@ -53,6 +58,8 @@ def _unreadable(error: Exception) -> bool:
     """
     if isinstance(error, StoreUnavailableError):
         return False
+    if isinstance(error, StoredDataError):
+        return True
     if isinstance(error, StoreError):
         return error.__cause__ is None or isinstance(error.__cause__, (ValueError, TypeError))
     return isinstance(error, (ValueError, TypeError))
