@@ -25,7 +25,7 @@ from agents import Agent, set_tracing_disabled
 from agents_state_ext import InMemoryStore, StoreUnavailableError
 from agents_state_ext.server import RedisStopBus, create_app
 from agents_state_ext.stores import ConversationStore
-from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
+from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
@@ -312,3 +312,47 @@ async def test_a_commit_failing_as_unavailable_is_503_in_the_answer(
             assert_unavailable(response.status, response.headers, await response.json())
     finally:
         await served.aclose()
+
+
+class Gate:
+    """A mock frame hook holding a streamed answer after its first text delta until opened."""
+
+    def __init__(self) -> None:
+        self.reached, self.opened = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, request: Any, sent: int) -> None:
+        if sent == 3 and not self.opened.is_set():
+            self.reached.set()
+            await self.opened.wait()
+
+
+async def test_a_stop_routed_over_an_unreachable_stop_bus_is_503(
+    mock: MockResponsesAPI, redis_server: Redis, redis_proxy: FaultProxy
+) -> None:
+    store = InMemoryStore()  # shared by both workers; only worker b's stop bus is proxied
+    direct = await RedisStopBus.connect(redis_server.url)
+    proxied = await RedisStopBus.connect(f"redis://127.0.0.1:{redis_proxy.port}/0")
+    a = await serve(store, mock, stop_bus=direct, worker_id="worker-a")
+    b = await serve(store, mock, stop_bus=proxied, worker_id="worker-b")
+    gate = Gate()
+    try:
+        cid = await a.create()
+        mock.frame_hook = gate
+        mock.enqueue(Reply.text("one two three", chunks=["one ", "two ", "three"]))
+        body = {"content": "go", "stream": True}
+        streaming = await bounded(a.client.open("POST", f"/api/conversations/{cid}/messages", body))
+        await bounded(gate.reached.wait())
+        redis_proxy.refuse()
+        stop = await bounded(b.client.open("POST", f"/api/conversations/{cid}/stop"))
+        assert_unavailable(stop.status, stop.headers, await stop.json())
+        gate.opened.set()
+        events = await bounded(streaming.all_events())
+        assert events[-1][1]["status"] == "complete"
+    finally:
+        gate.opened.set()
+        mock.frame_hook = None
+        await a.app.state.chat_server.aclose()
+        await b.app.state.chat_server.aclose()
+        await direct.aclose()
+        await proxied.aclose()
+        await store.aclose()
