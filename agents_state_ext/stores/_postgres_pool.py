@@ -147,17 +147,26 @@ class CallGuard:
         task = asyncio.ensure_future(work())
         try:
             done, _ = await asyncio.wait({task}, timeout=self.deadline)
-        except BaseException:  # the caller was cancelled: so is the call
-            task.cancel()
+        except BaseException:  # the caller was cancelled: so is the call, which it waits for
+            task.cancel()  # (as it would have in its own task; bounded, the server may be mute)
+            await asyncio.wait({task}, timeout=self.deadline)
+            if not task.done():
+                self._keep(task)
+            elif not task.cancelled():
+                task.exception()
             raise
         if task in done:
             return task.result()
         task.cancel()
-        self._background.add(task)
-        task.add_done_callback(self._forget)
+        self._keep(task)
         raise StoreUnavailableError(
             f"PostgreSQL: no answer within {self.deadline:g} s (statement_timeout)"
         )
+
+    def _keep(self, task: asyncio.Future[Any]) -> None:
+        """Hold a call nobody waits for any more until it has ended (the loop keeps weak refs)."""
+        self._background.add(task)
+        task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Future[Any]) -> None:
         self._background.discard(task)
