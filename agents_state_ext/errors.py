@@ -29,7 +29,11 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
     │   └── InvalidTransitionError                  the node's status forbids the action
     │       └── ApprovalPendingError                tool calls of an attempt await a decision
     └── StoreError                                  a conversation store failed
+        ├── StoreUnavailableError     (ConnectionError) the backend is unreachable: retry later
+        ├── StoredDataError                         what the store holds cannot be read back
+        │   └── StoreDataLostError                  the backend lost data it had acknowledged
         ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
+        │   └── FencedOutError                      the writer lost the lease it wrote under
         ├── ConversationNotFoundError (KeyError)    an unknown conversation id
         └── AttemptNotFoundError      (KeyError)    an unknown attempt id
 """
@@ -68,7 +72,10 @@ __all__ = [
     "SDKContractError",
     "StateBlobError",
     "StateExtError",
+    "StoreDataLostError",
     "StoreError",
+    "StoreUnavailableError",
+    "StoredDataError",
     "TokenizerUnavailableError",
 ]
 
@@ -281,6 +288,34 @@ class InvalidTransitionError(GraphError):
 
 class StoreError(StateExtError):
     """A conversation store could not do what was asked."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The store's backend could not be reached or did not answer in time: a transient failure.
+
+    A refused or cut connection, a server restarting, a pool with no free connection, a
+    statement or socket timeout. What was asked may or may not have been done (a commit cut
+    after it was sent): read again before writing again. Retrying later is the remedy; the
+    served app answers it as HTTP 503 with ``Retry-After``.
+    """
+
+
+class StoredDataError(StoreError):
+    """What the store holds cannot be read back as the library wrote it (corrupt or missing).
+
+    Not the caller's mistake and not transient: retrying reads the same data. The served app
+    answers it as HTTP 500.
+    """
+
+
+class StoreDataLostError(StoredDataError):
+    """The backend lost data it had acknowledged: a conversation it held is gone.
+
+    Raised, for instance, by ``RedisStore`` when a Redis without persistence restarted under a
+    running worker: the conversation asked for is missing and so is the mark the store left in
+    that namespace when it first used it. The history is gone; nothing starts a new empty one
+    under the same id.
+    """
 
 
 class ConcurrentUpdateError(StoreError):

@@ -17,7 +17,11 @@ JSON:
 A stream always ends with ``record`` or ``error``. Lines starting with ``:`` are keep-alive
 comments. Every other answer is JSON; an error is ``{"error": {"type", "message"}}`` with the
 status :func:`error_status` gives (a 422 over the token budget adds ``required_tokens``,
-``message_tokens`` and ``budget``).
+``message_tokens`` and ``budget``). A store that cannot be reached is ``503`` (type
+``StoreUnavailableError``, with a ``Retry-After`` header of :data:`RETRY_AFTER` seconds): the
+client may send the same request again later. Data the store cannot read back, or lost, is
+``500`` (``StoredDataError``, ``StoreDataLostError``). A 4xx is only ever about what the
+client sent.
 """
 
 from __future__ import annotations
@@ -39,10 +43,13 @@ from ..errors import (
     InvalidTransitionError,
     NodeNotFoundError,
     StateExtError,
+    StoredDataError,
+    StoreUnavailableError,
 )
 
 __all__ = [
     "EVENT_NAMES",
+    "RETRY_AFTER",
     "HTTPError",
     "ServerEvent",
     "error_body",
@@ -101,8 +108,15 @@ class HTTPError(Exception):
         self.kind = kind
 
 
+RETRY_AFTER = 2
+"""Seconds a client is told to wait (``Retry-After``) before it retries after a 503."""
+
+_UNAVAILABLE = "the conversation store is unavailable; retry later"
+
 # Checked in order: the first class an error is an instance of gives its status.
 _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
+    (StoreUnavailableError, 503),  # before every StateExtError: never the client's mistake
+    (StoredDataError, 500),
     (ConversationNotFoundError, 404),
     (AttemptNotFoundError, 404),
     (NodeNotFoundError, 404),
@@ -143,7 +157,8 @@ def error_body(error: BaseException) -> dict[str, Any]:
     """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
-    message = _message(error) if status != 500 else "internal server error"
+    known = status != 500 or isinstance(error, StoredDataError)
+    message = _message(error) if known else "internal server error"
     body: dict[str, Any] = {"type": kind, "message": message}
     if isinstance(error, ContextOverflowError):
         body["required_tokens"] = error.required_tokens
@@ -153,6 +168,8 @@ def error_body(error: BaseException) -> dict[str, Any]:
 
 
 def _message(error: BaseException) -> str:
+    if isinstance(error, StoreUnavailableError):  # the driver's text names hosts and ports
+        return _UNAVAILABLE
     if isinstance(error, openai.APIError) and not isinstance(error, StateExtError):
         # its text is the provider's: kept in the record only
         status = getattr(error, "status_code", None)

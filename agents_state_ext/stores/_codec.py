@@ -18,6 +18,8 @@ from ..errors import (
     FencedOutError,
     GraphError,
     NodeNotFoundError,
+    RecordError,
+    StoredDataError,
     StoreError,
 )
 
@@ -96,9 +98,14 @@ def check_blob(blob: object) -> str:
 
 
 def decode(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    """A stored JSON object; ``StoredDataError`` for what is not one (the store's data, not
+    the caller's, is wrong)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise StoredDataError(f"stored value is not valid JSON: {str(text)[:80]!r}") from exc
     if not isinstance(value, dict):
-        raise StoreError("stored value is not a JSON object")
+        raise StoredDataError("stored value is not a JSON object")
     return value
 
 
@@ -143,7 +150,10 @@ def encode_attempt(record: AttemptRecord) -> str:
 
 
 def decode_attempt(text: str) -> AttemptRecord:
-    return AttemptRecord.from_dict(decode(text))
+    try:
+        return AttemptRecord.from_dict(decode(text))
+    except RecordError as exc:
+        raise StoredDataError(f"stored attempt record is malformed: {exc}") from exc
 
 
 def start_order(started_at: float | None, seq: int) -> tuple[bool, float, int]:
@@ -219,19 +229,19 @@ def check_counts(encoding: object, counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def graph_of(conversation_id: str, nodes: Iterable[Node], head: str | None) -> ConversationGraph:
-    """The graph of stored nodes; a stored graph that is not a tree is ``StoreError``."""
+    """The graph of stored nodes; a stored graph that is not a tree is ``StoredDataError``."""
     try:
         return ConversationGraph.from_nodes(
             nodes, conversation_id=conversation_id, active_leaf=head
         )
     except GraphError as exc:
-        raise StoreError(
+        raise StoredDataError(
             f"conversation {conversation_id!r}: stored graph is broken: {exc}"
         ) from exc
 
 
 def broken_chain(conversation_id: str, node_id: str) -> StoreError:
-    return StoreError(
+    return StoredDataError(
         f"conversation {conversation_id!r}: broken parent chain at {node_id!r}"
         " (a missing parent or a cycle)"
     )
@@ -346,9 +356,9 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
         try:
             data, end = scan(text, 0)
         except (StopIteration, ValueError) as exc:
-            raise StoreError(f"stored node is not valid JSON: {text[:80]!r}") from exc
+            raise StoredDataError(f"stored node is not valid JSON: {text[:80]!r}") from exc
         if not isinstance(data, dict) or (end != len(text) and text[end:].strip()):
-            raise StoreError(f"stored node is not a JSON object: {text[:80]!r}")
+            raise StoredDataError(f"stored node is not a JSON object: {text[:80]!r}")
         try:
             node = Node(
                 data["id"],
@@ -362,6 +372,6 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
                 data.get("meta") or {},
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"stored node lacks {exc}: {text[:80]!r}") from exc
+            raise StoredDataError(f"stored node lacks {exc}: {text[:80]!r}") from exc
         append(node)
     return nodes
