@@ -12,9 +12,10 @@ first alternates, so a turn is one interleaved pair.
   are none, as on the first turn), the input de-duplication, ``validate_pending_input_filter``,
   ``mark_input_as_sent`` before and after the request, ``mark_input_as_accepted``, and
   ``track_server_items`` twice (once in ``get_new_response``, once after the turn).
-- ours: the calls the wrapper makes per request under ``ConversationState.run()``:
-  ``clear_undelivered``, ``reduce`` and ``mark_sent`` on the delta, ``acknowledge`` with the
-  response, ``record_output`` when the tool's output arrives.
+- ours: the calls the wrapper makes per request under ``ConversationState.run()`` (after the
+  run's start, which clears the undelivered answer once): ``clear_undelivered``, ``reduce`` and
+  ``mark_sent`` on the delta, ``acknowledge`` with the
+response, ``record_output`` when the tool's output arrives.
 
 How the driving is checked (:func:`driving_check`, run by every benchmark run): a real
 ``Runner.run(..., auto_previous_response_id=True)`` and ``Runner.run_streamed`` over the same
@@ -137,9 +138,13 @@ class OursDriver:
     def __init__(self) -> None:
         self.tracker = ServerConversationTracker()
         self.delta: list[Any] = [{"content": PROMPT, "role": "user"}]
+        self.begun = False
 
     def turn(self, turn: Turn) -> list[Any]:
         tracker = self.tracker
+        if not self.begun:  # the run's start: a new turn goes on after any undelivered answer
+            self.begun = True
+            tracker.clear_undelivered()
         tracker.clear_undelivered()
         send = tracker.reduce(self.delta)
         tracker.mark_sent(send, replacing=())

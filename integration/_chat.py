@@ -44,8 +44,9 @@ def slow_reply(*, streamed: bool) -> Reply:
     return Reply.text(SLOW, chunks=chunks, delay=0.02 if streamed else 1.0)
 
 
-async def stop_midway(attempt: Attempt, *, streamed: bool) -> Attempt:
-    """Stop after two streamed deltas, or while the non-streamed request is in flight."""
+async def stop_midway(attempt: Attempt, *, streamed: bool, mock: MockResponsesAPI) -> Attempt:
+    """Stop after two streamed deltas, or while the non-streamed request is in flight (the mock
+    holds it, unanswered: waited for, never guessed with a sleep)."""
     if streamed:
         seen = 0
         async for _ in attempt:
@@ -53,6 +54,12 @@ async def stop_midway(attempt: Attempt, *, streamed: bool) -> Attempt:
             if seen == 2:
                 break
     else:
-        await asyncio.sleep(0.05)
+        for _ in range(1000):
+            posts = [r for r in mock.requests if r.method == "POST" and r.path == "/responses"]
+            if posts and posts[-1].status is None:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the request never reached the mock")
     await attempt.stop()
     return await attempt

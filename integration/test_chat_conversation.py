@@ -26,7 +26,7 @@ async def test_stop_keeps_the_conversation_and_edit_and_switch_fork_new_ones(
     first = await chat.send("hi", stream=streamed)
     main = (await chat.record(first.id)).cursor_after
     assert main is not None
-    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
+    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed, mock=mock)
     assert stopped.status == "cancelled"
     # The server kept nothing of the stopped attempt (checked, not assumed): the retry and the
     # next turn go on the same conversation, with only the new turn.

@@ -24,7 +24,7 @@ async def test_retry_edit_and_switch_fork_the_server_chain_per_branch(
     mock.enqueue(Reply.text("retold"), Reply.text("sequel"), Reply.text("poem"), Reply.text("bye"))
 
     first = await chat.send("hi", stream=streamed)
-    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
+    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed, mock=mock)
     assert stopped.status == "cancelled"
     retry = await chat.retry(stream=streamed)
     sequel = await chat.send("sequel?", stream=streamed)

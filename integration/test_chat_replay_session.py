@@ -28,7 +28,7 @@ async def test_stop_retry_edit_switch_send_only_the_valid_active_branch(
     mock.enqueue(Reply.text("retold"), Reply.text("sequel"), Reply.text("poem"), Reply.text("bye"))
 
     first = await chat.send("hi", stream=streamed)
-    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
+    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed, mock=mock)
     assert stopped.status == "cancelled"
     assert ("one two " if streamed else "") == stopped.text  # the partial answer is kept
     retry = await chat.retry(stream=streamed)

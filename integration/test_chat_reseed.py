@@ -145,7 +145,7 @@ async def test_a_reseeded_attempt_can_still_be_stopped(
     await chat.send("hi", stream=streamed)
     mock.expire_response()
     mock.enqueue(slow_reply(streamed=streamed))
-    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed)
+    stopped = await stop_midway(chat.send("story", stream=streamed), streamed=streamed, mock=mock)
     record = await chat.record(stopped.id)
     assert (stopped.status, record.status) == ("cancelled", "cancelled")
     assert record.reseeded_from is not None
