@@ -15,7 +15,7 @@ first alternates, so a turn is one interleaved pair.
 - ours: the calls the wrapper makes per request under ``ConversationState.run()`` (after the
   run's start, which clears the undelivered answer once): ``clear_undelivered``, ``reduce`` and
   ``mark_sent`` on the delta, ``acknowledge`` with the
-response, ``record_output`` when the tool's output arrives.
+  response, ``record_output`` when the tool's output arrives.
 
 How the driving is checked (:func:`driving_check`, run by every benchmark run): a real
 ``Runner.run(..., auto_previous_response_id=True)`` and ``Runner.run_streamed`` over the same
