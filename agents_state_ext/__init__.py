@@ -58,7 +58,10 @@ from .errors import (
     SDKContractError,
     StateBlobError,
     StateExtError,
+    StoreDataLostError,
+    StoredDataError,
     StoreError,
+    StoreUnavailableError,
     TokenizerUnavailableError,
 )
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
@@ -122,7 +125,10 @@ __all__ = [
     "ServerConversationTracker",
     "StateBlobError",
     "StateExtError",
+    "StoreDataLostError",
     "StoreError",
+    "StoreUnavailableError",
+    "StoredDataError",
     "TokenCounter",
     "TokenizerUnavailableError",
     "ToolCallRepair",

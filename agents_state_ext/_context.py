@@ -54,10 +54,9 @@ class ContextSelection:
     def ensure_sendable(self) -> ContextSelection:
         """This selection, or :class:`ContextOverflowError` if it must not be sent."""
         if self.overflow:
-            raise ContextOverflowError(
-                f"the system messages and active prompt need {self.used} tokens, over the "
-                f"budget of {self.budget}; raise the budget or shorten the prompt"
-            )
+            # The active prompt is always required, and last.
+            prompt = self.tokens[self.required_ids[-1]]
+            raise ContextOverflowError.over(self.used, prompt, self.budget)
         return self
 
 

@@ -186,6 +186,14 @@ class ConversationGraph:
         self._changed.clear()
         return changed
 
+    def restore_changes(self, nodes: Iterable[Node]) -> None:
+        """Give back what :meth:`take_changes` returned: a store write that took them failed.
+
+        The next :meth:`take_changes` returns them again, before anything changed since.
+        """
+        given = {node.id: None for node in nodes if node.id in self._nodes}
+        self._changed = {**given, **self._changed}
+
     # -- building ----------------------------------------------------------------------------
 
     def add_system(self, content: Content) -> Node:
@@ -358,6 +366,53 @@ class ConversationGraph:
                 node.meta["invalidated_by"] = new_id
                 self._touch(node, "invalid")
         return self._insert("user", old.parent_id, "complete", items, {"edit_of": old.id}, new_id)
+
+    def withdraw(self, node_id: str, *, active_leaf: str | None = None) -> Node:
+        """Take back a node nothing was stored of, and what adding it changed; the node.
+
+        For an action refused after it changed the graph in memory but before anything was
+        stored (a request over its token budget): a ``queued`` attempt that never ran, or a
+        user message without children. An edit's new version takes its marks back: the nodes
+        it turned ``invalid`` get their status back. ``active_leaf`` becomes active (default:
+        the node's parent). The store still holds a node that was stored: withdraw only nodes
+        added since the last commit.
+        """
+        node = self.get(node_id)
+        if node.role == "system":
+            raise InvalidTargetError(f"{node.id} is a system message: it cannot be withdrawn")
+        if node.role == "assistant" and node.status != "queued":
+            raise InvalidTransitionError(f"cannot withdraw {node.id}: it is {node.status}")
+        if self._kids(node.id):
+            raise InvalidTargetError(f"cannot withdraw {node.id}: messages follow it")
+        leaf = self.get(active_leaf) if active_leaf is not None else None
+        if leaf is node:
+            raise InvalidTargetError(f"{node.id} cannot stay active: it is withdrawn")
+        edited = node.meta.get("edit_of") if node.role == "user" else None
+        if isinstance(edited, str) and edited in self._nodes:
+            stack = list(self._kids(edited))
+            while stack:
+                marked = self._nodes[stack.pop()]
+                stack.extend(self._kids(marked.id))
+                if marked.meta.get("invalidated_by") == node.id:
+                    del marked.meta["invalidated_by"]
+                    self._touch(marked, marked.meta.pop("status_before_invalid"))
+        kids = self._children[node.parent_id]
+        if isinstance(kids, str):
+            del self._children[node.parent_id]
+        else:
+            kids.remove(node.id)
+            if len(kids) == 1:
+                self._children[node.parent_id] = kids[0]
+        del self._nodes[node.id]
+        self._changed.pop(node.id, None)
+        target = leaf if leaf is not None else self._nodes.get(str(node.parent_id))
+        if target is not None:
+            self._set_leaf(target)
+        else:
+            self._truncate(0)
+            self._leaf = None
+        self._revision += 1
+        return node
 
     def switch(self, node_id: str) -> Node:
         """Make any existing node the active leaf; only that pointer changes."""

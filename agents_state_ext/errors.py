@@ -29,13 +29,18 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
     │   └── InvalidTransitionError                  the node's status forbids the action
     │       └── ApprovalPendingError                tool calls of an attempt await a decision
     └── StoreError                                  a conversation store failed
+        ├── StoreUnavailableError     (ConnectionError) the backend is unreachable: retry later
+        ├── StoredDataError                         what the store holds cannot be read back
+        │   └── StoreDataLostError                  the backend lost data it had acknowledged
         ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
+        │   └── FencedOutError                      the writer lost the lease it wrote under
         ├── ConversationNotFoundError (KeyError)    an unknown conversation id
         └── AttemptNotFoundError      (KeyError)    an unknown attempt id
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agents.exceptions import UserError
@@ -67,7 +72,10 @@ __all__ = [
     "SDKContractError",
     "StateBlobError",
     "StateExtError",
+    "StoreDataLostError",
     "StoreError",
+    "StoreUnavailableError",
+    "StoredDataError",
     "TokenizerUnavailableError",
 ]
 
@@ -93,7 +101,44 @@ class StateBlobError(StateExtError, ValueError):
 
 
 class ContextOverflowError(StateExtError, ValueError):
-    """A request whose required parts alone exceed its token budget was asked to be sent."""
+    """A request whose required parts alone exceed its token budget was asked to be sent.
+
+    A chat raises it from ``send`` / ``edit`` / ``retry`` before anything is stored or sent:
+    the chat is as it was (shorten the message, or raise the budget with ``set_budget``).
+    ``required_tokens`` is what the required parts need (the system messages and the user
+    message; under ``previous_response`` after a first answer, the message alone),
+    ``message_tokens`` the user message's own count, ``budget`` the budget they exceed.
+    """
+
+    def __init__(
+        self, message: str, *, required_tokens: int, message_tokens: int, budget: int
+    ) -> None:
+        super().__init__(message)
+        self.required_tokens = required_tokens
+        self.message_tokens = message_tokens
+        self.budget = budget
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The counts are keyword-only: rebuild with them (default pickling passes args only).
+        rebuild = functools.partial(
+            type(self),
+            required_tokens=self.required_tokens,
+            message_tokens=self.message_tokens,
+            budget=self.budget,
+        )
+        return rebuild, self.args
+
+    @classmethod
+    def over(cls, required_tokens: int, message_tokens: int, budget: int) -> ContextOverflowError:
+        """The error for required parts of ``required_tokens`` over ``budget``, with its text."""
+        return cls(
+            f"the system messages and active prompt need {required_tokens} tokens (the message "
+            f"alone is {message_tokens}), over the budget of {budget}; shorten the message or "
+            "raise the budget",
+            required_tokens=required_tokens,
+            message_tokens=message_tokens,
+            budget=budget,
+        )
 
 
 class EmptyMessageError(StateExtError, ValueError):
@@ -243,6 +288,34 @@ class InvalidTransitionError(GraphError):
 
 class StoreError(StateExtError):
     """A conversation store could not do what was asked."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The store's backend could not be reached or did not answer in time: a transient failure.
+
+    A refused or cut connection, a server restarting, a pool with no free connection, a
+    statement or socket timeout. What was asked may or may not have been done (a commit cut
+    after it was sent): read again before writing again. Retrying later is the remedy; the
+    served app answers it as HTTP 503 with ``Retry-After``.
+    """
+
+
+class StoredDataError(StoreError):
+    """What the store holds cannot be read back as the library wrote it (corrupt or missing).
+
+    Not the caller's mistake and not transient: retrying reads the same data. The served app
+    answers it as HTTP 500.
+    """
+
+
+class StoreDataLostError(StoredDataError):
+    """The backend lost data it had acknowledged: a conversation it held is gone.
+
+    Raised, for instance, by ``RedisStore`` when a Redis without persistence restarted under a
+    running worker: the conversation asked for is missing and so is the mark the store left in
+    that namespace when it first used it. The history is gone; nothing starts a new empty one
+    under the same id.
+    """
 
 
 class ConcurrentUpdateError(StoreError):

@@ -97,9 +97,8 @@ async def test_a_failed_attempt_is_never_chained_from(
 @STREAMED
 async def test_an_overflowing_prompt_is_not_sent(mock: MockResponsesAPI, streamed: bool) -> None:
     chat = await open_chat(mock, "previous_response", budget=3)
-    attempt = chat.send("far too many words for this budget", stream=streamed)
-    with pytest.raises(ContextOverflowError):  # raised when awaited: it was stored first
-        await attempt
-    assert mock.response_requests == []
-    assert (await chat.attempts())[0].overflow is True
-    assert attempt.status == "failed"
+    with pytest.raises(ContextOverflowError):  # refused at once: nothing is stored or sent
+        await chat.send("far too many words for this budget", stream=streamed)
+    assert mock.requests == []
+    assert await chat.attempts() == []
+    assert [n.role for n in chat.active_path()] == ["system"]

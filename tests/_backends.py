@@ -14,6 +14,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,14 +75,15 @@ def sqlite_memory_factory(tmp_path: Path) -> AsyncFactory:
 _postgres_schemas: list[str] = []  # every schema postgres_factory handed out, for cleanup
 
 
-def postgres_factory(tmp_path: Path) -> AsyncFactory:
-    url = postgres_url()
+def postgres_factory(tmp_path: Path, url: str | None = None, **options: Any) -> AsyncFactory:
+    """Stores on ``url`` (default: the environment's), each in a schema of its own."""
+    address = url or postgres_url()
     from agents_state_ext.stores.postgres import PostgresStore
 
     async def make() -> ConversationStore:
         schema = unique_name("test")
         _postgres_schemas.append(schema)
-        return await PostgresStore.connect(url, schema=schema, max_size=4)
+        return await PostgresStore.connect(address, schema=schema, **{"max_size": 4, **options})
 
     return make
 
@@ -115,14 +117,15 @@ async def postgres_cleanup(schemas: list[str] | None = None) -> int:
 _redis_namespaces: list[str] = []  # every namespace redis_factory handed out, for cleanup
 
 
-def redis_factory(tmp_path: Path) -> AsyncFactory:
-    url = redis_url()
+def redis_factory(tmp_path: Path, url: str | None = None, **options: Any) -> AsyncFactory:
+    """Stores on ``url`` (default: the environment's), each in a namespace of its own."""
+    address = url or redis_url()
     from agents_state_ext.stores.redis import RedisStore
 
     async def make() -> ConversationStore:
         namespace = unique_name("test")
         _redis_namespaces.append(namespace)
-        return await RedisStore.connect(url, namespace=namespace)
+        return await RedisStore.connect(address, namespace=namespace, **options)
 
     return make
 

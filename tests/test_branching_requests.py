@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import pickle
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -542,8 +543,21 @@ def test_a_huge_active_prompt_overflows_keeping_the_required_parts() -> None:
     assert selection.required_ids == (system.id, active.id)
     assert selection.used == counter.count(system.id, system.items) + 501 > 100
     assert selection.turns == 0
-    with pytest.raises(ContextOverflowError, match="over the budget of 100"):
+    with pytest.raises(ContextOverflowError, match="over the budget of 100") as refused:
         selection.ensure_sendable()
+    error = refused.value
+    assert (error.required_tokens, error.message_tokens, error.budget) == (
+        selection.used,
+        501,
+        100,
+    )
+    again = pickle.loads(pickle.dumps(error))  # e.g. across processes: the counts go along
+    assert (str(again), again.required_tokens, again.message_tokens, again.budget) == (
+        str(error),
+        error.required_tokens,
+        error.message_tokens,
+        error.budget,
+    )
 
     # Exactly at the budget is not an overflow.
     exact = request(graph, selection.used, counter)
@@ -567,8 +581,10 @@ def test_overflow_with_the_real_tokenizer() -> None:
     selection = request(graph, need - 1, counter)
     assert (selection.overflow, selection.used) == (True, need)
     assert selection.nodes == [system, active]
-    with pytest.raises(ContextOverflowError):
+    with pytest.raises(ContextOverflowError) as refused:
         selection.ensure_sendable()
+    message = counter.count_items(active.items)
+    assert (refused.value.required_tokens, refused.value.message_tokens) == (need, message)
     assert request(graph, need, counter).ensure_sendable().nodes == [system, active]
 
 

@@ -15,7 +15,6 @@ wrote before.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import random
@@ -90,9 +89,8 @@ async def check_attempt(
 
 
 async def finish(attempt: Attempt) -> None:
-    """Wait for the attempt; an overflow (stored as failed, never sent) is an outcome too."""
-    with contextlib.suppress(ContextOverflowError):
-        await attempt
+    """Wait for the attempt."""
+    await attempt
 
 
 async def stop_midway(attempt: Attempt, *, streamed: bool) -> None:
@@ -140,10 +138,12 @@ async def one_step(
     if kind == "overflow":
         kept = chat.budget
         await chat.set_budget(2)  # below the system message and any prompt
-        attempt = chat.send(phrase(rng), stream=streamed)
-        await finish(attempt)
+        before, sent = chat.graph.to_dict(), len(bodies(mock))
+        with pytest.raises(ContextOverflowError):  # refused at once: nothing added or sent
+            chat.send(phrase(rng), stream=streamed)
+        assert (chat.graph.to_dict(), len(bodies(mock))) == (before, sent)
         await chat.set_budget(kept)
-        return attempt
+        return None
     if kind == "tool":
         mock.enqueue(Reply.tool_call("get_weather", {"city": rng.choice(WORDS)}))
     mock.enqueue(Reply.text(phrase(rng)))
@@ -186,7 +186,7 @@ async def test_each_attempt_sends_and_records_a_fresh_selection_of_its_branch(
             if attempt is not None:
                 await check_attempt(chat, mock, attempt, sent_before)
                 record = await chat.record(attempt.id)
-                assert record.overflow == (kind == "overflow")
+                assert record.overflow is False
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])

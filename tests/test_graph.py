@@ -699,3 +699,117 @@ def test_random_action_sequences_keep_the_graph_sound(steps: list[tuple[str, int
                 assert all(n.status != "invalid" for n in graph.active_path())
         check_invariants(graph)
         assert ConversationGraph.from_dict(graph.to_dict()).to_dict() == graph.to_dict()
+
+
+# -- withdrawing what was never stored -----------------------------------------------------------
+
+
+def test_withdrawing_a_refused_send_leaves_the_graph_as_it_was() -> None:
+    graph = make_graph()
+    graph.add_system("be brief")
+    turn(graph, "hi", "hello")
+    before, revision = graph.to_dict(), graph.revision
+    graph.take_changes()
+    user = graph.add_user("far too long")
+    attempt = graph.start_attempt()
+    assert graph.withdraw(attempt.id) is attempt
+    assert graph.active_leaf == user.id
+    graph.withdraw(user.id)
+    assert graph.to_dict() == before
+    assert graph.revision > revision  # a cache keyed by revision sees the change
+    assert graph.take_changes() == []  # nothing of the withdrawn nodes is left to store
+    assert user.id not in graph and graph.branches() == [before["active_leaf"]]
+
+
+def test_withdrawing_an_edit_gives_the_old_version_back_its_statuses() -> None:
+    graph = make_graph()
+    turn(graph, "hi", "hello")
+    second_user, second = turn(graph, "more", "sure")
+    graph.add_user("and more")
+    graph.start_attempt()
+    graph.stop()
+    before = graph.to_dict()
+    new = graph.edit(second_user, "less")
+    attempt = graph.start_attempt()
+    assert graph.get(second).status == "invalid"
+    graph.withdraw(attempt.id)
+    graph.withdraw(new.id, active_leaf=before["active_leaf"])
+    assert graph.to_dict() == before
+    assert [n.status for n in graph.active_path()][-2:] == ["complete", "cancelled"]
+
+
+def test_withdrawing_a_refused_retry_makes_the_old_leaf_active_again() -> None:
+    graph = make_graph()
+    user, answer = turn(graph, "hi", "hello")
+    turn(graph, "more", "sure")
+    before = graph.to_dict()
+    retry = graph.retry(user)
+    assert graph.active_leaf == retry.id
+    graph.withdraw(retry.id, active_leaf=before["active_leaf"])
+    assert graph.to_dict() == before
+    assert graph.children(user) == [graph.get(answer)]
+
+
+def test_only_an_unstarted_leaf_can_be_withdrawn_and_a_refusal_changes_nothing() -> None:
+    graph = make_graph()
+    system = graph.add_system("be brief")
+    _, answer = turn(graph, "hi", "hello")
+    queued = graph.add_user("next")
+    attempt = graph.start_attempt()
+    before = graph.to_dict()
+    with pytest.raises(InvalidTargetError):
+        graph.withdraw(system.id)
+    with pytest.raises(InvalidTransitionError):
+        graph.withdraw(answer)  # complete: it ran
+    with pytest.raises(InvalidTargetError):
+        graph.withdraw(queued.id)  # its attempt follows it
+    with pytest.raises(InvalidTargetError):
+        graph.withdraw(attempt.id, active_leaf=attempt.id)
+    with pytest.raises(NodeNotFoundError):
+        graph.withdraw("nope")
+    assert graph.to_dict() == before
+    graph.stream(attempt.id, "partial")
+    with pytest.raises(InvalidTransitionError):
+        graph.withdraw(attempt.id)  # streaming: something was sent
+
+
+def test_withdrawing_the_only_node_empties_the_graph() -> None:
+    graph = make_graph()
+    user = graph.add_user("hi")
+    graph.withdraw(user.id)
+    assert (len(graph), graph.active_leaf, graph.active_path(), graph.branches()) == (
+        0,
+        None,
+        [],
+        [],
+    )
+    assert graph.add_user("again").parent_id is None
+
+
+def test_a_context_index_follows_a_withdrawal() -> None:
+    from agents_state_ext._context import ContextIndex, select_context
+    from agents_state_ext.testing import FixedTokenCounter
+
+    graph, index, counter = make_graph(), ContextIndex(), FixedTokenCounter()
+    graph.add_system("be brief")
+    users = [turn(graph, f"question {n}", f"answer {n}")[0] for n in range(4)]
+
+    def build(budget: int) -> list[str]:
+        got = select_context(graph, budget=budget, counter=counter, index=index)
+        fresh = select_context(graph.active_path(), budget=budget, counter=counter)
+        assert (ids(got.nodes), got.used) == (ids(fresh.nodes), fresh.used)
+        return ids(got.nodes)
+
+    for budget in (12, 1000):
+        leaf = graph.active_leaf
+        probe = graph.add_user("probe")
+        build(budget)
+        graph.withdraw(probe.id)
+        new = graph.edit(users[1], "changed")
+        build(budget)
+        graph.withdraw(graph.start_attempt().id)
+        graph.withdraw(new.id, active_leaf=leaf)
+        user = graph.add_user("last")
+        assert build(budget)[-1] == user.id
+        graph.withdraw(graph.start_attempt().id)
+        graph.withdraw(user.id)

@@ -89,7 +89,8 @@ async def test_the_record_holds_the_effective_model_and_settings(
                 top_p=0.5,
                 max_tokens=77,
                 reasoning=Reasoning(effort="low"),
-                extra_body={"x_flag": 1},
+                # A real parameter ModelSettings has no field for: the mock rejects unknown ones.
+                extra_body={"safety_identifier": "user-1"},
             ),
         )
         chat = await open_chat(mock, strategy, agent, runner_kwargs={"run_config": config})
@@ -103,7 +104,8 @@ async def test_the_record_holds_the_effective_model_and_settings(
     assert record.sampling["top_p"] == body["top_p"]
     assert record.sampling["max_tokens"] == body["max_output_tokens"] == 77
     assert record.sampling["reasoning"]["effort"] == body["reasoning"]["effort"] == "low"
-    assert record.sampling["extra_body"] == {"x_flag": 1} and body["x_flag"] == 1
+    assert record.sampling["extra_body"] == {"safety_identifier": "user-1"}
+    assert body["safety_identifier"] == "user-1"
     assert record.sampling["extra_args"]["prompt_cache_key"] == body["prompt_cache_key"]
 
 

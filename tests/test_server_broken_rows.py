@@ -147,3 +147,18 @@ async def test_a_listing_with_nothing_broken_says_zero(
         0,
     )
     await app.state.chat_server.aclose()
+
+
+@pytest.mark.parametrize("meta", BROKEN_METAS)
+async def test_opening_a_broken_row_is_500_stored_data_error_not_the_clients_400(
+    backend: tuple[ConversationStore, Corrupt], mock: MockResponsesAPI, meta: str
+) -> None:
+    store, corrupt = backend
+    app = app_on(store, mock)
+    alice = ASGIClient(app, {"x-user-id": "alice"})
+    victim = (await alice.post("/api/conversations", {}))[1]["id"]
+    await corrupt(victim, meta)
+    status, answer = await alice.get(f"/api/conversations/{victim}")
+    assert (status, answer["error"]["type"]) == (500, "StoredDataError"), answer
+    assert set(answer["error"]) == {"type", "message"}
+    await app.state.chat_server.aclose()

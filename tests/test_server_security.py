@@ -70,6 +70,7 @@ def every_route(cid: str, record: dict[str, Any]) -> list[tuple[str, str, Any]]:
         "approvals": {"decision": "approved"},
         "stop": None,
         "switch": {"node_id": record["message_id"]},
+        "budget": {"budget": 1000},
     }
     calls = []
     for method, path, _ in ROUTES:
@@ -94,7 +95,7 @@ async def assert_hidden(
     before = await owner.get(f"/api/conversations/{cid}/export")
     sent = len(mock.requests)
     calls = every_route(cid, record)
-    assert len(calls) == len([r for r in ROUTES if "{conversation_id}" in r[1]]) == 15
+    assert len(calls) == len([r for r in ROUTES if "{conversation_id}" in r[1]]) == 16
     for method, url, body in calls:
         status, answer = await intruder.request(method, url, body)
         unknown_status, unknown = await intruder.request(

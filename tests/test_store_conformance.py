@@ -6,9 +6,20 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
-from _backends import BACKENDS, postgres_cleanup, redis_cleanup, sqlite_file_factory
+from _backends import (
+    BACKENDS,
+    postgres_cleanup,
+    postgres_factory,
+    postgres_url,
+    redis_cleanup,
+    redis_factory,
+    redis_url,
+    sqlite_file_factory,
+)
+from _outage import FaultProxy, ProxyOutage
 
 from agents_state_ext._attempts import AttemptRecord
 from agents_state_ext._graph import ConversationGraph
@@ -19,6 +30,7 @@ from agents_state_ext.stores.conformance import (
     CHECKS,
     CORE_CHECKS,
     LEDGER_CHECKS,
+    NETWORK_CHECKS,
     TOKEN_CHECKS,
     Check,
     ConformanceError,
@@ -34,6 +46,7 @@ from agents_state_ext.stores.conformance import (
     check_fenced_commit,
     check_ledger_concurrent_writers,
     check_ledger_versions,
+    check_orphan_parent_refused,
     check_token_counts,
     check_typed_ids,
     run_conformance,
@@ -51,6 +64,28 @@ async def test_store_conformance(backend: str, check: Check, tmp_path: Path) -> 
     except ConformanceSkip as skip:  # pragma: no cover - every shipped store has both
         pytest.fail(f"a shipped store lacks a capability: {skip}")
     finally:
+        await postgres_cleanup()
+        await redis_cleanup()
+
+
+NETWORK_BACKENDS = {
+    "postgres": (postgres_url, postgres_factory, {"timeout": 1.0, "statement_timeout": 2.0}),
+    "redis": (redis_url, redis_factory, {"socket_timeout": 2.0}),
+}
+
+
+@pytest.mark.parametrize("check", NETWORK_CHECKS, ids=lambda check: check.__name__)
+@pytest.mark.parametrize("backend", list(NETWORK_BACKENDS))
+async def test_network_store_conformance(backend: str, check: Any, tmp_path: Path) -> None:
+    """Behind a proxy that can cut them off their server (the check cuts, then restores)."""
+    address, factory_on, options = NETWORK_BACKENDS[backend]
+    url = address()
+    where = urlsplit(url)
+    proxy = await FaultProxy(where.port or 0, where.hostname or "127.0.0.1").start()
+    try:
+        await check(factory_on(tmp_path, proxy.proxied(url), **options), ProxyOutage(proxy))
+    finally:
+        await proxy.aclose()
         await postgres_cleanup()
         await redis_cleanup()
 
@@ -256,6 +291,33 @@ class FenceCheckedThenAwait(InMemoryStore):
         )
 
 
+class AcceptsOrphans(InMemoryStore):
+    """Stores a node whose parent it does not hold (as a root): what broke whole chats."""
+
+    async def commit(
+        self,
+        conversation_id: str,
+        nodes: Iterable[Node],
+        *,
+        expected_head: str | None,
+        new_head: str | None,
+        attempts: Iterable[AttemptRecord] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        nodes = list(nodes)
+        stored = await self.load_graph(conversation_id)
+        known = {n.id for n in nodes} | {n.id for n in stored.nodes()}
+        kept = [
+            n if n.parent_id in known or n.parent_id is None
+            else Node.from_dict(n.to_dict() | {"parent_id": None})
+            for n in nodes
+        ]  # fmt: skip
+        await super().commit(
+            conversation_id, kept, expected_head=expected_head, new_head=new_head,
+            attempts=attempts, fence=fence,
+        )  # fmt: skip
+
+
 class TokenCountsIgnoreEncoding(InMemoryStore):
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
@@ -268,6 +330,7 @@ class TokenCountsIgnoreEncoding(InMemoryStore):
 
 BROKEN: list[tuple[type[InMemoryStore], Check]] = [
     (NoCompareAndSet, check_commit_is_atomic),
+    (AcceptsOrphans, check_orphan_parent_refused),
     (NewestFirstAttempts, check_attempts),
     (AttemptsOutsideTheTransaction, check_commit_attempts),
     (LimitFromTheRoot, check_active_path_limit),

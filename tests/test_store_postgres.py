@@ -21,7 +21,7 @@ from _backends import postgres_cleanup, postgres_url, unique_name
 from agents_state_ext._attempts import AttemptRecord
 from agents_state_ext._graph import ConversationGraph
 from agents_state_ext._nodes import Node, Role
-from agents_state_ext.errors import ConcurrentUpdateError, StoreError
+from agents_state_ext.errors import ConcurrentUpdateError, NodeNotFoundError, StoreError
 
 pytestmark = pytest.mark.anyio
 
@@ -302,17 +302,16 @@ async def test_a_parent_cycle_is_a_store_error_at_once(
         assert [n.id for n in await store.active_path("c1", limit=3)] == ["m2", "m3", "m4"]
 
 
-async def test_a_missing_parent_is_a_broken_chain_until_it_is_written(
+async def test_a_node_before_its_parent_is_refused_and_linked_when_written_with_it(
     url: str, new_schema: Callable[[], str]
 ) -> None:
     nodes = chain("m1", "m2", "m3")
     async with await PostgresStore.connect(url, schema=new_schema()) as store:
         await store.create_conversation("c1", strategy="replay")
-        await store.commit("c1", nodes[2:], **_from_start("m3"))  # m3 before its parents
-        with pytest.raises(StoreError, match="broken parent chain at 'm3'"):
-            await store.active_path("c1")
-        assert [n.id for n in await store.active_path("c1", limit=1)] == ["m3"]
-        await store.commit("c1", nodes[1::-1], expected_head="m3", new_head="m3")
+        with pytest.raises(NodeNotFoundError, match=r"'m2' .* parent of node 'm3'"):
+            await store.commit("c1", nodes[2:], **_from_start("m3"))  # m3 before its parents
+        assert (await store.get_head("c1"), len(await store.load_graph("c1"))) == (None, 0)
+        await store.commit("c1", nodes[::-1], **_from_start("m3"))  # children first, one commit
         assert [n.id for n in await store.active_path("c1")] == ["m1", "m2", "m3"]
         assert [n.id for n in (await store.load_graph("c1")).nodes()] == ["m3", "m2", "m1"]
 

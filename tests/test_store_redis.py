@@ -28,10 +28,11 @@ from agents_state_ext._graph import ConversationGraph
 from agents_state_ext._nodes import Node, Role
 from agents_state_ext.errors import (
     ConcurrentUpdateError,
-    ConversationNotFoundError,
     NodeNotFoundError,
+    StoreDataLostError,
     StoreError,
 )
+from agents_state_ext.stores._redis_scripts import Keys
 from agents_state_ext.stores.base import (
     AttemptNotFoundError,
     ConversationStore,
@@ -158,7 +159,8 @@ async def test_every_key_lives_under_the_namespace(open_store: Opener) -> None:
     assert await redis_cleanup([namespace]) > 0
 
     assert await store.list_conversations() == []
-    with pytest.raises(ConversationNotFoundError):
+    # the namespace's epoch mark went with the rest: to this store, c1 was lost, not deleted
+    with pytest.raises(StoreDataLostError):
         await store.get_conversation("c1")
     assert await store.get_ledger("c1") is None
     assert await store.get_ledger("elsewhere") is None
@@ -316,8 +318,11 @@ async def test_active_path_walks_a_long_branch_in_one_call(open_store: Opener) -
     assert counts[nodes[2999].id] == 2999
 
 
-async def test_a_parent_cycle_or_a_missing_parent_is_a_store_error(open_store: Opener) -> None:
-    store = await open_store()
+async def test_a_parent_cycle_or_a_missing_parent_is_a_store_error(
+    open_store: Opener, raw: aioredis.Redis
+) -> None:
+    namespace = unique_name("test")
+    store = await open_store(namespace)
     await store.create_conversation("c1", strategy="replay")
     loop = [Node("a", "b", "user", "complete"), Node("b", "a", "assistant", "complete")]
     await store.commit("c1", loop, expected_head=None, new_head="a")
@@ -329,7 +334,14 @@ async def test_a_parent_cycle_or_a_missing_parent_is_a_store_error(open_store: O
 
     await store.create_conversation("c2", strategy="replay")
     orphan = Node("o", "ghost", "user", "complete")
-    await store.commit("c2", [orphan], expected_head=None, new_head="o")
+    with pytest.raises(NodeNotFoundError, match=r"'ghost' .* parent of node 'o'"):
+        await store.commit("c2", [orphan], expected_head=None, new_head="o")
+    assert await store.get_head("c2") is None
+    # Break the data behind the store's back: its root gets a parent nobody stored.
+    await store.commit(
+        "c2", [Node("o", None, "user", "complete")], expected_head=None, new_head="o"
+    )
+    await raw.hset(Keys(namespace, "c2").parents, "o", "ghost")
     with pytest.raises(StoreError, match="broken parent chain at 'ghost'"):
         await store.active_path("c2")
 

@@ -20,7 +20,12 @@ import pytest
 from agents_state_ext._attempts import AttemptRecord
 from agents_state_ext._graph import ConversationGraph
 from agents_state_ext._nodes import Node, Role
-from agents_state_ext.errors import StoreError
+from agents_state_ext.errors import (
+    NodeNotFoundError,
+    StoredDataError,
+    StoreError,
+    StoreUnavailableError,
+)
 from agents_state_ext.stores import SQLiteStore, sqlite
 from agents_state_ext.stores.conformance import sample_graph
 from agents_state_ext.types import AttemptStatus
@@ -112,11 +117,26 @@ async def test_a_writer_gives_up_after_the_busy_timeout(tmp_path: Path) -> None:
         other = sqlite3.connect(db, isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
-            with pytest.raises(StoreError, match="locked"):
+            # another writer's lock is transient: unavailable, to retry, not the caller's mistake
+            with pytest.raises(StoreUnavailableError, match="locked"):
                 await store.create_conversation("c2", strategy="replay")
         finally:
             other.close()
         assert await store.list_conversations() == ["c1"]
+
+
+async def test_a_corrupt_database_is_stored_data_error(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    async with SQLiteStore(db) as store:
+        for i in range(40):  # enough rows for pages beyond the schema's
+            await store.create_conversation(f"c{i}", strategy="replay", meta={"pad": "x" * 500})
+    data = bytearray(db.read_bytes())
+    page = 4096
+    data[2 * page : len(data)] = b"\xff" * (len(data) - 2 * page)  # every page past the second
+    db.write_bytes(bytes(data))
+    async with SQLiteStore(db) as store:
+        with pytest.raises(StoredDataError, match="malformed"):
+            await store.list_conversations()
 
 
 async def test_aclose_stops_the_thread_and_twice_is_fine(tmp_path: Path) -> None:
@@ -219,21 +239,27 @@ async def test_parents_written_after_their_children_are_linked(tmp_path: Path) -
     nodes = chain(6)
     async with SQLiteStore(tmp_path / "db.sqlite") as store:
         await store.create_conversation("c1", strategy="replay")
-        # Children before parents in one batch, and a node whose parent comes a commit later.
+        # Children before parents in one batch; a node whose parent is not stored is refused.
         await store.commit("c1", nodes[3::-1], expected_head=None, new_head="n3")
-        await store.commit("c1", [nodes[5]], expected_head="n3", new_head="n3")
-        with pytest.raises(StoreError, match="broken parent chain"):
-            await store.active_path("c1", "n5")
-        await store.commit("c1", [nodes[4]], expected_head="n3", new_head="n5")
+        with pytest.raises(NodeNotFoundError, match="parent of node 'n5'"):
+            await store.commit("c1", [nodes[5]], expected_head="n3", new_head="n3")
+        await store.commit("c1", [nodes[5], nodes[4]], expected_head="n3", new_head="n5")
         assert [n.id for n in await store.active_path("c1")] == [n.id for n in nodes]
         assert [n.id for n in await store.active_path("c1", limit=2)] == ["n4", "n5"]
 
 
 async def test_a_broken_parent_chain_is_reported(tmp_path: Path) -> None:
-    async with SQLiteStore(tmp_path / "db.sqlite") as store:
+    db = tmp_path / "db.sqlite"
+    async with SQLiteStore(db) as store:
         await store.create_conversation("c1", strategy="replay")
-        orphan = Node("orphan", "gone", "user", "complete")
+        orphan = Node("orphan", None, "user", "complete")
         await store.commit("c1", [orphan], expected_head=None, new_head="orphan")
+    # Break the file behind the store's back (the store refuses to store an orphan).
+    data = orphan.to_dict() | {"parent_id": "gone"}
+    raw(
+        db, "UPDATE nodes SET parent_id = 'gone', data = ? WHERE id = 'orphan'", (json.dumps(data),)
+    )
+    async with SQLiteStore(db) as store:
         with pytest.raises(StoreError, match="broken parent chain"):
             await store.active_path("c1")
         with pytest.raises(StoreError, match="broken"):

@@ -387,20 +387,29 @@ def test_overflow_conflict_and_model_failure_are_shown_as_messages(
     api = API(served)
     page.goto(served)
 
-    # over the budget: 422, the attempt stored as failed with overflow
+    # over the budget: 422 with the counts, nothing stored, the text back in the box; the
+    # alert's button raises the budget to what the message needs, and sending again answers
     tiny = create(page, strategy="replay", budget=5)
-    send(page, "Hello there, how are you today, my friend?")
+    hello = "Hello there, how are you today, my friend?"
+    send(page, hello)
     alert = page.locator("#alerts .alert").last
     expect(alert).to_contain_text("422 ContextOverflowError")
+    expect(alert).to_contain_text("budget 5")
     settled(page)
-    expect(answers(page).locator(".badge")).to_have_text("failed")
-    expect(answers(page).locator(".reason")).to_contain_text("over the token budget")
-    expect(page.locator("#context-body .overflow")).to_contain_text("yes")
-    [record] = api.records(tiny)
-    assert (record["status"], record["overflow"]) == ("failed", True)
+    expect(page.locator("#composer-input")).to_have_value(hello)
+    expect(answers(page)).to_have_count(0)
+    assert api.records(tiny) == []
+    assert api.nodes(tiny) == []
     shot(page, "overflow")
-    alert.get_by_role("button", name="Dismiss this message").click()
+    alert.get_by_role("button", name=re.compile("raise the budget")).click()
     expect(page.locator("#alerts .alert")).to_have_count(0)
+    expect(page.locator("#chat-title")).not_to_contain_text("budget 5 tokens")
+    page.locator("#composer-input").press("Enter")
+    settled(page)
+    expect(answers(page)).to_have_count(1)
+    expect(answers(page).locator(".badge")).to_have_count(0)  # complete: no status badge
+    assert [r["status"] for r in api.records(tiny)] == ["complete"]
+    assert [n["text"] for n in api.nodes(tiny) if n["role"] == "user"] == [hello]
 
     # another client drives the conversation: the page's send is refused with 409
     busy = create(page)

@@ -66,11 +66,13 @@ class Attempt:
     """An assistant attempt in flight or finished; ``await attempt`` waits for it to end.
 
     ``Conversation.send`` / ``retry`` / ``edit`` / ``resume`` make one and start it in the
-    running loop. Its task first stores the attempt's start (its ``queued`` node and record, one
-    commit), then calls the model: what goes wrong before anything is sent is raised when the
-    attempt is awaited (or iterated) — a prompt over the budget (``ContextOverflowError``, the
-    attempt stored as ``failed``), another handle having changed the chat
-    (``ConcurrentUpdateError``, nothing stored), a resume the store no longer allows.
+    running loop (a prompt over the budget makes none: they raise ``ContextOverflowError`` at
+    once, nothing stored). Its task first stores the attempt's start (its ``queued`` node and
+    record, one commit), then calls the model: what goes wrong before anything is sent is raised
+    when the attempt is awaited (or iterated) — another handle having changed the chat
+    (``ConcurrentUpdateError``, nothing stored), a resume the store no longer allows, a store
+    that failed to write the start (its ``StoreError``; the attempt ends ``failed`` in memory
+    and the handle's next commit stores it, see ``docs/attempts.md``).
 
     ``async for delta in attempt`` yields the answer's text as it arrives (one piece at the
     end when not streamed). :meth:`stop` cancels it; the text received so far is stored with

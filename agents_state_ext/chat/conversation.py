@@ -58,7 +58,6 @@ from .._tokens import MessageCounter, TokenCounter
 from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
-    ContextOverflowError,
     InvalidTransitionError,
 )
 from ..stores import ConversationStore
@@ -74,7 +73,6 @@ from .records import (
     check_prompt_version,
     explained,
     invalidations,
-    mark,
     model_name,
     new_record,
     read_part,
@@ -339,17 +337,24 @@ class Conversation:
         """Add a user message on the active branch and start answering it.
 
         An empty message raises ``EmptyMessageError``, content that is neither text nor input
-        items ``MessageContentError`` (nothing is added or sent).
+        items ``MessageContentError``, and a message whose request would be over the token
+        budget ``ContextOverflowError`` (with the counts): nothing is added, stored or sent.
         """
         check_content(content, "send")
         self._check_idle("send")
-        self.graph.add_user(content)
-        return self._start(self.graph.start_attempt(), stream)
+        leaf = self.graph.active_leaf
+        user = self.graph.add_user(content)
+        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
 
     def retry(self, user_id: str | None = None, *, stream: bool = False) -> Attempt:
-        """Answer a user message again (default: the active turn's); earlier attempts stay."""
+        """Answer a user message again (default: the active turn's); earlier attempts stay.
+
+        ``ContextOverflowError`` when the request would be over the token budget (nothing is
+        added, stored or sent: raise the budget with :meth:`set_budget` first).
+        """
         self._check_idle("retry")
-        return self._start(self.graph.retry(user_id), stream)
+        leaf = self.graph.active_leaf
+        return self._start(self.graph.retry(user_id), stream, leaf=leaf)
 
     def edit(
         self, user_id: str, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False
@@ -358,12 +363,14 @@ class Conversation:
 
         Everything under the old version turns ``invalid`` and is never sent on this branch.
         An empty new version raises ``EmptyMessageError``, a malformed one
-        ``MessageContentError`` (nothing changes).
+        ``MessageContentError``, one whose request would be over the token budget
+        ``ContextOverflowError`` (nothing changes: the old version stays valid).
         """
         check_content(content, "edit")
         self._check_idle("edit")
-        self.graph.edit(user_id, content)
-        return self._start(self.graph.start_attempt(), stream)
+        leaf = self.graph.active_leaf
+        user = self.graph.edit(user_id, content)
+        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
 
     async def switch(self, node_id: str) -> Node:
         """Make ``node_id`` the active leaf (any message) and store it; nothing else changes."""
@@ -481,20 +488,28 @@ class Conversation:
         node: Node,
         stream: bool,
         *,
+        added: Sequence[Node] = (),
+        leaf: str | None,
         agent: Agent[Any] | None = None,
         budget: int | bool | None = False,
     ) -> Attempt:
         """Plan the new attempt ``node`` in memory and start its task (which stores it first).
 
-        ``agent`` answers instead of the chat's; ``budget`` (unless ``False``) plans within
-        that budget instead of the chat's (a replay's recorded one).
+        A plan that cannot be sent (over the budget) is refused here, before anything is
+        stored: ``node`` and the nodes the action ``added`` for it are withdrawn from the graph
+        and ``leaf`` is active again, so the chat is as it was. ``agent`` answers instead of
+        the chat's; ``budget`` (unless ``False``) plans within that budget instead of the
+        chat's (a replay's recorded one).
         """
         assert self.agent is not None
         kept = self._budget
         if budget is not False:
             self._budget = None if budget is None or budget is True else budget
         try:
-            plan = self._strategy.plan(str(node.parent_id))
+            plan = self._strategy.plan(str(node.parent_id)).ensure_sendable()
+        except BaseException:
+            self._withdraw([node, *reversed(added)], leaf)
+            raise
         finally:
             self._budget = kept
         record = self._new_record(
@@ -505,12 +520,6 @@ class Conversation:
         )
         record.budget, record.used = plan.budget, plan.used
         record.reasoning = reasoning(plan)
-        try:
-            plan.ensure_sendable()
-        except ContextOverflowError as exc:  # stored as failed when the attempt starts
-            record.cursor_after = record.cursor_before
-            self.graph.fail(node.id, str(exc))
-            mark(record, "failed", error=str(exc))
         generation = self._writes.hold(record)
         attempt = Attempt(
             self, node, plan, record, agent=agent or self.agent, stream=stream,
@@ -518,6 +527,12 @@ class Conversation:
         )  # fmt: skip
         self._in_flight = attempt
         return attempt
+
+    def _withdraw(self, nodes: Sequence[Node], leaf: str | None) -> None:
+        """Take ``nodes`` (newest first) back out of the graph, ``leaf`` active again."""
+        last = len(nodes) - 1
+        for i, node in enumerate(nodes):
+            self.graph.withdraw(node.id, active_leaf=leaf if i == last else None)
 
     async def _begin(self, attempt: Attempt) -> None:
         """Store the attempt's start (node and record, one commit) before anything is sent."""
@@ -531,8 +546,19 @@ class Conversation:
             node = attempt.node  # no longer in the graph, which was re-read
             node.status, node.meta["error"] = "failed", f"{type(exc).__name__}: {exc}"
             raise
+        except Exception as exc:
+            # The store failed and nothing of the start was stored; nothing was sent either.
+            # The attempt ends failed in memory, and the handle's next commit stores it with
+            # its user message, so the chat goes on (send the message again, or retry it).
+            message = f"{type(exc).__name__}: {exc}"
+            if attempt.node.status in _IN_FLIGHT:
+                self.graph.fail(attempt.id, message)
+            if attempt.record.status in FINAL:
+                self._writes.hold(attempt.record, keep=True)
+            else:
+                self._writes.ended(attempt, "failed", error=message)
+            raise
         attempt.stored = True
-        attempt.plan.ensure_sendable()  # over the budget: stored as failed, nothing is sent
 
     async def _complete(
         self, attempt: Attempt, result: RunResultBase, state: ConversationState
@@ -549,20 +575,18 @@ class Conversation:
         record.response_id, record.usage = ended_on, used
         record.cursor_after = self._strategy.completed(attempt, state, ended_on)
         generation = self._writes.ended(attempt, "complete")
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
         await save_counts(self.store, self.id, self.counter, [*attempt.plan.nodes, attempt.node])
 
     async def _fail(self, attempt: Attempt, error: BaseException) -> None:
         if not attempt.stored or attempt.record.status in FINAL:
-            return  # nothing of it was stored, or it is stored as failed already (overflow)
+            return  # nothing of it was stored, or its end is stored already
         message = f"{type(error).__name__}: {error}"
         if attempt.node.status in _IN_FLIGHT:
             self.graph.fail(attempt.id, message)
         attempt.record.cursor_after = attempt.record.cursor_before
         generation = self._writes.ended(attempt, "failed", error=message)
         self._strategy.interrupted(attempt.node)
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
 
     async def _cancelled(self, attempt: Attempt, response_id: str | None) -> None:
@@ -574,7 +598,6 @@ class Conversation:
         record.cursor_after, record.response_id = record.cursor_before, response_id
         generation = self._writes.ended(attempt, "cancelled")
         self._strategy.interrupted(attempt.node)
-        await self._strategy.save()
         await self._writes.end(attempt, generation)
 
     async def _released(self, attempt: Attempt) -> None:

@@ -76,14 +76,17 @@ class Plan:
     reasoning: Carried = field(default_factory=Carried)
     """Reasoning items of the selected history sent inline, and left out (no encrypted
     content to send them with, or nothing after them: see :mod:`agents_state_ext._reasoning`)."""
+    required: int | None = None
+    """What the required parts need when that is not ``used``: a conversation strategy plan's
+    seed of a new server conversation must fit as well as what is sent."""
 
     def ensure_sendable(self) -> Plan:
         """This plan, or :class:`ContextOverflowError` if its required parts exceed the budget."""
         if self.overflow:
-            raise ContextOverflowError(
-                f"the system messages and active prompt need {self.used} tokens, over the "
-                f"budget of {self.budget}; raise the budget or shorten the prompt"
-            )
+            assert self.budget is not None  # nothing overflows no budget
+            prompt = self.tokens[self.nodes[-1].id]  # the active user message ends a plan
+            required = self.used if self.required is None else self.required
+            raise ContextOverflowError.over(required, prompt, self.budget)
         return self
 
 
@@ -391,8 +394,9 @@ async def start_replay(
             )
         )
     chat._check_idle("replay")
+    leaf = chat.graph.active_leaf
     node = chat.graph.retry(user_id)
-    attempt = chat._start(node, stream, agent=replay_agent, budget=original.budget)
+    attempt = chat._start(node, stream, leaf=leaf, agent=replay_agent, budget=original.budget)
     attempt.record.replay_of = original.attempt_id
     attempt.run_overrides = {"model": run_model, "pinned": original.request_digest is not None}
     return Replay(chat, original, attempt, obstacles)

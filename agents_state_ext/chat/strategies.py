@@ -111,7 +111,10 @@ class ChatStrategy(Protocol):
         ...
 
     async def save(self) -> None:
-        """Store what :meth:`completed` and :meth:`interrupted` noted."""
+        """Store what :meth:`completed` and :meth:`interrupted` noted (kept if the write fails).
+
+        Every commit of the chat calls it first (see :mod:`.writes`).
+        """
         ...
 
     def adopt(self, meta: Mapping[str, Any]) -> None:
@@ -315,6 +318,8 @@ class ConversationStrategy(_Strategy):
         plan.seed = list(selection.nodes[:-1])
         # A fork seeds the selection, which must fit as well as what is sent.
         plan.overflow = selection.overflow or plan.overflow
+        if selection.overflow:
+            plan.required = selection.used
         return plan
 
     def cursor(self, path: Sequence[Node]) -> str | None:
@@ -418,6 +423,9 @@ class ConversationStrategy(_Strategy):
             self.servers = await update_stored(chat.store, chat.id, merge, chat.guard)
         except FencedOutError:
             return  # another worker drives the chat now; the commit after this says so
+        except BaseException:
+            self._touched |= touched  # nothing was stored: the next save (or commit) tries again
+            raise
 
     def adopt(self, meta: Mapping[str, Any]) -> None:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))

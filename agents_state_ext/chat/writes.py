@@ -15,6 +15,12 @@ A chat with a :class:`~agents_state_ext.chat.WriteGuard` (``chat.guard``) commit
 guard's fence: once another worker has taken the conversation over, every commit is
 ``FencedOutError``, nothing of it is stored, and nothing is re-read or retried.
 
+A commit that fails in the store (``StoreError``: a cut connection, a full disk) writes
+nothing and loses nothing: the graph gets its changes back (``restore_changes``), the queue its
+records, the strategy its pending registry, and the handle's next commit stores them all. The
+strategy's registry (``ChatStrategy.save``) is stored first in every commit, so no stored node
+names a server conversation the stored registry does not know about.
+
 A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this handle ran
 that had already ended in memory (queued with ``keep``) are stored first, over their stored
 version and off the branch the other handle made active, so no attempt stays in flight in the
@@ -192,9 +198,14 @@ class Writes:
                     f"another handle changed chat {chat.id} meanwhile and this handle re-read "
                     "the store; nothing of this change was stored: try again"
                 )
-            new_head = chat.graph.active_leaf
+            # What the strategy noted (the conversation strategy's server conversations) is
+            # stored before the nodes that rely on it: a stored answer never names a server
+            # conversation the stored registry does not know it is on.
+            await chat._strategy.save()
+            graph, new_head = chat.graph, chat.graph.active_leaf
+            changed = graph.take_changes()
             # Copies: a backend may encode them after the next change in memory.
-            nodes = [_copy_node(n) for n in chat.graph.take_changes()]
+            nodes = [_copy_node(n) for n in changed]
             queued, self._queue = self._queue, {}
             kept, self._keep = self._keep, set()
             records = [_copy(r) for r in queued.values()]
@@ -208,15 +219,14 @@ class Writes:
                         attempts=records,
                         **fence,
                     )
-            except FencedOutError:
-                # Nothing was stored and this handle must stop: no re-read, no retry.
+            except BaseException as exc:
+                # Nothing of it was stored: give it all back, for the next commit to store.
+                graph.restore_changes(changed)
                 self._queue = {**queued, **self._queue}
                 self._keep |= kept
-                raise
-            except ConcurrentUpdateError as exc:
+                if isinstance(exc, FencedOutError) or not isinstance(exc, ConcurrentUpdateError):
+                    raise  # fenced out: this handle must stop, no re-read, no retry
                 expected = self.head
-                self._queue = {**queued, **self._queue}
-                self._keep |= kept
                 await self._reload()
                 raise ConcurrentUpdateError(
                     f"another handle changed chat {chat.id} (its active branch now ends at "
@@ -281,6 +291,11 @@ class Writes:
                 )
                 conflict.__cause__ = lost
                 attempt.error = conflict
+        except Exception as failed:
+            # The store failed: the end waits in memory, and the handle's next commit stores
+            # it. Awaiting the attempt says so, unless it failed of its own.
+            if attempt.error is None:
+                attempt.error = failed
 
     def later(
         self, record: AttemptRecord, status: AttemptStatus, *, error: str | None = None

@@ -114,8 +114,8 @@ class Commands:
     async def _answer(self, attempt: Attempt) -> None:
         await self.stream(attempt)
         record = await self.chat.record(attempt.id)
-        if record.overflow and record.status == "failed":  # refused: nothing was sent
-            raise ContextOverflowError(record.error or "the request is over the token budget")
+        if isinstance(attempt.error, ContextOverflowError):  # a re-seeded chain over the budget
+            raise attempt.error
         self.say(f"[dim]{attempt_line('·', record)}[/dim]")
         if record.error:
             error = describe_error(attempt.error) or record.error

@@ -155,14 +155,16 @@ async def _run_strategy(store: SQLiteStore, strategy: StrategyName, console: Con
         )
         last = await demo.step("send", chat.send("thanks!"))
         await chat.set_budget(12)
-        before = len(mock.response_requests)
-        overflowing = chat.send(_LONG)
+        before, stored = len(mock.response_requests), len(await chat.attempts())
         try:
-            await overflowing
+            await chat.send(_LONG)
         except ContextOverflowError as exc:
-            demo.say(attempt_line("send", await chat.record(overflowing.id)))
             sent = len(mock.response_requests) - before
-            demo.say(f"    not sent ({sent} requests): {escape(str(exc))}")
+            kept = len(await chat.attempts()) - stored
+            demo.say(
+                f"  [bold]send   [/bold] refused: {sent} requests sent, {kept} attempts stored"
+            )
+            demo.say(f"    {escape(str(exc))}")
         await chat.set_budget(400)
         console.print(graph_tree(chat.graph, f"graph of {chat.id} (* = active branch)"))
         record = await chat.record(last.id)

@@ -29,7 +29,7 @@ from ..chat import STRATEGIES
 from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
 from .config import ServeSettings
-from .events import error_body, error_status
+from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
 from .handlers import AgentFactory, ChatServer
 from .leases import LeaseManager
@@ -64,6 +64,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", _CONVERSATION + "/approvals", "decide"),
     ("POST", _CONVERSATION + "/stop", "stop"),
     ("POST", _CONVERSATION + "/switch", "switch"),
+    ("POST", _CONVERSATION + "/budget", "budget"),
     ("GET", _CONVERSATION + "/tree", "tree"),
     ("GET", _CONVERSATION + "/attempts", "attempts"),
     ("GET", _CONVERSATION + "/attempts/{ref}", "attempt"),
@@ -84,6 +85,8 @@ def _endpoint(get: Callable[[], ChatServer], name: str) -> Callable[[Request], A
             response = JSONResponse(error_body(exc), status_code=status)
             if status == 401:
                 response.headers["WWW-Authenticate"] = "Bearer"
+            elif status == 503:
+                response.headers["Retry-After"] = str(RETRY_AFTER)
         response.headers["X-Worker-Id"] = server.worker_id
         return response
 

@@ -156,7 +156,8 @@ class Driver:
         """Start ``action(chat)`` under the conversation's lease; the run once its start is stored.
 
         What refuses the attempt before it is sent is raised here: ``ConversationBusyError``,
-        the chat's own refusals, an attempt over its budget (stored as ``failed``).
+        the chat's own refusals, an attempt over its budget (``ContextOverflowError``: nothing
+        stored).
         """
         ready: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
         self._spawn(self._drive(conversation_id, open_chat, action, ready))

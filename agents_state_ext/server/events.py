@@ -16,7 +16,12 @@ JSON:
 
 A stream always ends with ``record`` or ``error``. Lines starting with ``:`` are keep-alive
 comments. Every other answer is JSON; an error is ``{"error": {"type", "message"}}`` with the
-status :func:`error_status` gives.
+status :func:`error_status` gives (a 422 over the token budget adds ``required_tokens``,
+``message_tokens`` and ``budget``). A store that cannot be reached is ``503`` (type
+``StoreUnavailableError``, with a ``Retry-After`` header of :data:`RETRY_AFTER` seconds): the
+client may send the same request again later. Data the store cannot read back, or lost, is
+``500`` (``StoredDataError``, ``StoreDataLostError``). A 4xx is only ever about what the
+client sent.
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ from ..errors import (
     InvalidTransitionError,
     NodeNotFoundError,
     StateExtError,
+    StoredDataError,
+    StoreUnavailableError,
 )
 
 __all__ = [
     "EVENT_NAMES",
+    "RETRY_AFTER",
     "HTTPError",
     "ServerEvent",
     "error_body",
@@ -100,8 +108,15 @@ class HTTPError(Exception):
         self.kind = kind
 
 
+RETRY_AFTER = 2
+"""Seconds a client is told to wait (``Retry-After``) before it retries after a 503."""
+
+_UNAVAILABLE = "the conversation store is unavailable; retry later"
+
 # Checked in order: the first class an error is an instance of gives its status.
 _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
+    (StoreUnavailableError, 503),  # before every StateExtError: never the client's mistake
+    (StoredDataError, 500),
     (ConversationNotFoundError, 404),
     (AttemptNotFoundError, 404),
     (NodeNotFoundError, 404),
@@ -134,16 +149,27 @@ def error_status(error: BaseException) -> int:
 def error_body(error: BaseException) -> dict[str, Any]:
     """``{"error": {"type", "message"}}`` for an error (a 500 says no more than its type).
 
+    A ``ContextOverflowError`` (422: refused before anything was stored) adds its counts:
+    ``required_tokens``, ``message_tokens`` and ``budget``.
+
     A failure of the model's API says only that and its status: the provider's own text (which
     may name the account, the model or the key) stays in the attempt record for the operator.
     """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
-    message = _message(error) if status != 500 else "internal server error"
-    return {"error": {"type": kind, "message": message}}
+    known = status != 500 or isinstance(error, StoredDataError)
+    message = _message(error) if known else "internal server error"
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if isinstance(error, ContextOverflowError):
+        body["required_tokens"] = error.required_tokens
+        body["message_tokens"] = error.message_tokens
+        body["budget"] = error.budget
+    return {"error": body}
 
 
 def _message(error: BaseException) -> str:
+    if isinstance(error, StoreUnavailableError):  # the driver's text names hosts and ports
+        return _UNAVAILABLE
     if isinstance(error, openai.APIError) and not isinstance(error, StateExtError):
         # its text is the provider's: kept in the record only
         status = getattr(error, "status_code", None)

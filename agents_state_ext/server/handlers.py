@@ -7,6 +7,7 @@ change to the :class:`~.driver.Driver` (lease, stop bus, recovery).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -19,11 +20,17 @@ from .._graph import default_id_factory
 from .._housekeeping import delete_conversation
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
-from ..errors import ConversationNotFoundError, StoreError
+from ..errors import (
+    ConversationNotFoundError,
+    StoredDataError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
 from .body import read_body
 from .driver import Driver, OpenChat
+from .events import RETRY_AFTER
 from .leases import LeaseManager
 from .stops import StopBus
 from .views import conversation_view, diff_view, node_view, tree_view
@@ -35,6 +42,10 @@ AgentFactory = Callable[[str, str], "Agent[Any] | Awaitable[Agent[Any]]"]
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
+HEALTH_TIMEOUT = 5.0
+"""Seconds ``/api/health`` waits for the store's answer before it reports it unavailable."""
+_PROBE_ID = "health-probe"  # a conversation id the probe looks up; it need not exist
+
 logger = logging.getLogger(__name__)
 
 
@@ -45,6 +56,10 @@ def _unreadable(error: Exception) -> bool:
     field of the wrong type (``TypeError``); not a ``StoreError`` that wraps the database's
     own failure (a lost connection must fail the listing, not empty it).
     """
+    if isinstance(error, StoreUnavailableError):
+        return False
+    if isinstance(error, StoredDataError):
+        return True
     if isinstance(error, StoreError):
         return error.__cause__ is None or isinstance(error.__cause__, (ValueError, TypeError))
     return isinstance(error, (ValueError, TypeError))
@@ -135,10 +150,48 @@ class ChatServer:
     # -- conversations -------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
-        if not getattr(self.driver.stops, "alive", True):  # stops would not reach this worker
-            body = {"status": "degraded", "stop_bus": "down", "worker_id": self.worker_id}
-            return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ok", "worker_id": self.worker_id})
+        """``{status, store, stop_bus, worker_id}``: 503 and ``degraded`` when one is down.
+
+        ``store`` is ``unavailable`` when a lookup of an unknown conversation gets no answer
+        within :data:`HEALTH_TIMEOUT` seconds (or fails as unavailable); ``stop_bus`` is
+        ``down`` when stops would not reach this worker, ``unavailable`` when a bus that can
+        be pinged (``RedisStopBus``) does not answer.
+        """
+        store = await self._store_health()
+        stop_bus = await self._stop_bus_health()
+        degraded = store != "ok" or stop_bus != "ok"
+        body = {
+            "status": "degraded" if degraded else "ok",
+            "store": store,
+            "stop_bus": stop_bus,
+            "worker_id": self.worker_id,
+        }
+        headers = {"Retry-After": str(RETRY_AFTER)} if degraded else None
+        return JSONResponse(body, status_code=503 if degraded else 200, headers=headers)
+
+    async def _stop_bus_health(self) -> str:
+        stops = self.driver.stops
+        if not getattr(stops, "alive", True):
+            return "down"
+        ping = getattr(stops, "ping", None)
+        if ping is not None:
+            try:
+                await asyncio.wait_for(ping(), HEALTH_TIMEOUT)
+            except (StoreUnavailableError, asyncio.TimeoutError):
+                return "unavailable"
+        return "ok"
+
+    async def _store_health(self) -> str:
+        try:
+            await asyncio.wait_for(self.store.get_conversation(_PROBE_ID), HEALTH_TIMEOUT)
+        except ConversationNotFoundError:
+            return "ok"
+        except (StoreUnavailableError, asyncio.TimeoutError):
+            return "unavailable"
+        except Exception:  # answered, but not as a store should: report it, keep serving
+            logger.exception("the store's health probe failed")
+            return "failing"
+        return "ok"
 
     async def create(self, request: Request) -> Response:
         user = await self.auth.user(request)
@@ -284,6 +337,17 @@ class ChatServer:
             await chat.switch(node_id)
             path = [node_view(n, chat.graph) for n in chat.active_path()]
         return JSONResponse({"active_leaf": chat.graph.active_leaf, "active_path": path})
+
+    async def budget(self, request: Request) -> Response:
+        """Set the conversation's token budget (``{"budget": N}``, ``null``: none) for what follows.
+
+        The way on after a 422 over the budget, besides a shorter message.
+        """
+        user, conversation_id = await self._owned(request)
+        budget = check_budget((await read_body(request)).get("budget"))
+        async with self.driver.session(conversation_id, self._opener(user)) as chat:
+            await chat.set_budget(budget)
+        return JSONResponse({"id": conversation_id, "budget": budget})
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -29,12 +29,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._text import one_line, redact
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
@@ -55,6 +55,18 @@ logger = logging.getLogger(__name__)
 _SUBSCRIBE_TIMEOUT = 10.0  # seconds Redis gets to confirm a subscription before watch() fails
 _MAX_MESSAGE = 1024  # characters: a stop request is {"attempt_id": "..."}; anything longer is junk
 _MAX_ID = 256
+
+
+@contextlib.contextmanager
+def _unavailable(doing: str) -> Iterator[None]:
+    """Turn redis-py's connection and timeout errors into ``StoreUnavailableError``."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise StoreUnavailableError(f"the stop bus cannot {doing}: {one_line(exc)}") from exc
 
 
 def _check_id(value: object, what: str) -> str:
@@ -267,13 +279,14 @@ class RedisStopBus:
         _check_id(attempt_id, "attempt id")
         self._check_open()
         message = json.dumps({"attempt_id": attempt_id})
-        return int(await self._client.publish(self.channel(conversation_id), message))
+        with _unavailable("publish a stop request"):
+            return int(await self._client.publish(self.channel(conversation_id), message))
 
     def watch(self, conversation_id: str) -> AbstractAsyncContextManager[StopWatch]:
         """Receive the conversation's stop requests while the ``async with`` lasts.
 
-        The subscription is confirmed by Redis before the watch is returned; ``StoreError`` if
-        it is not within 10 seconds.
+        The subscription is confirmed by Redis before the watch is returned;
+        ``StoreUnavailableError`` if it is not within 10 seconds, or Redis cannot be reached.
         """
         _check_id(conversation_id, "conversation id")
         return self._watch(conversation_id)
@@ -295,7 +308,8 @@ class RedisStopBus:
                 ready = asyncio.get_running_loop().create_future()
                 self._confirmations.setdefault(channel, []).append(ready)
                 try:
-                    await self._subscribe(channel)
+                    with _unavailable("subscribe to stop requests"):
+                        await self._subscribe(channel)
                 except BaseException:
                     self._watches.remove(watch)
                     self._drop_confirmation(channel, ready)
@@ -307,7 +321,7 @@ class RedisStopBus:
             await asyncio.wait_for(asyncio.shield(ready), _SUBSCRIBE_TIMEOUT)
         except asyncio.TimeoutError:
             await self._remove(watch)
-            raise StoreError(
+            raise StoreUnavailableError(
                 f"Redis did not confirm the subscription to {channel!r} in "
                 f"{_SUBSCRIBE_TIMEOUT:g} seconds"
             ) from None
@@ -361,6 +375,12 @@ class RedisStopBus:
                     self._dispatch(message)
                 except Exception:  # one bad message must not end the reader
                     logger.exception("the stop bus could not handle a message; reading on")
+
+    async def ping(self) -> None:
+        """Ask Redis for an answer; ``StoreUnavailableError`` if it gives none (``/api/health``)."""
+        self._check_open()
+        with _unavailable("reach Redis"):
+            await self._client.ping()
 
     @property
     def alive(self) -> bool:

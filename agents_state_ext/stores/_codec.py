@@ -6,7 +6,7 @@ import contextlib
 import gc
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._attempts import AttemptRecord
@@ -18,6 +18,8 @@ from ..errors import (
     FencedOutError,
     GraphError,
     NodeNotFoundError,
+    RecordError,
+    StoredDataError,
     StoreError,
 )
 
@@ -46,7 +48,9 @@ __all__ = [
     "ledger_conflict",
     "missing_conversation",
     "missing_node",
+    "missing_parent",
     "start_order",
+    "unknown_parents",
 ]
 
 
@@ -94,9 +98,14 @@ def check_blob(blob: object) -> str:
 
 
 def decode(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    """A stored JSON object; ``StoredDataError`` for what is not one (the store's data, not
+    the caller's, is wrong)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise StoredDataError(f"stored value is not valid JSON: {str(text)[:80]!r}") from exc
     if not isinstance(value, dict):
-        raise StoreError("stored value is not a JSON object")
+        raise StoredDataError("stored value is not a JSON object")
     return value
 
 
@@ -141,7 +150,10 @@ def encode_attempt(record: AttemptRecord) -> str:
 
 
 def decode_attempt(text: str) -> AttemptRecord:
-    return AttemptRecord.from_dict(decode(text))
+    try:
+        return AttemptRecord.from_dict(decode(text))
+    except RecordError as exc:
+        raise StoredDataError(f"stored attempt record is malformed: {exc}") from exc
 
 
 def start_order(started_at: float | None, seq: int) -> tuple[bool, float, int]:
@@ -155,6 +167,25 @@ def missing_conversation(conversation_id: str) -> ConversationNotFoundError:
 
 def missing_node(conversation_id: str, node_id: str) -> NodeNotFoundError:
     return NodeNotFoundError(f"no node {node_id!r} in conversation {conversation_id!r}")
+
+
+def missing_parent(conversation_id: str, node_id: str, parent_id: str) -> NodeNotFoundError:
+    """A commit wrote ``node_id`` under ``parent_id``, which neither the store nor it holds."""
+    return NodeNotFoundError(
+        f"no node {parent_id!r} in conversation {conversation_id!r}: it is the parent of node "
+        f"{node_id!r}, which a commit must write with its parent or after it"
+    )
+
+
+def unknown_parents(rows: Sequence[tuple[Any, ...]]) -> dict[str, str]:
+    """parent id -> the first node written under it, for parents the rows do not write."""
+    written = {row[0] for row in rows}
+    out: dict[str, str] = {}
+    for row in rows:
+        parent = row[1]
+        if parent is not None and parent not in written:
+            out.setdefault(parent, row[0])
+    return out
 
 
 def check_id(value: object, what: str) -> str:
@@ -198,19 +229,19 @@ def check_counts(encoding: object, counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def graph_of(conversation_id: str, nodes: Iterable[Node], head: str | None) -> ConversationGraph:
-    """The graph of stored nodes; a stored graph that is not a tree is ``StoreError``."""
+    """The graph of stored nodes; a stored graph that is not a tree is ``StoredDataError``."""
     try:
         return ConversationGraph.from_nodes(
             nodes, conversation_id=conversation_id, active_leaf=head
         )
     except GraphError as exc:
-        raise StoreError(
+        raise StoredDataError(
             f"conversation {conversation_id!r}: stored graph is broken: {exc}"
         ) from exc
 
 
 def broken_chain(conversation_id: str, node_id: str) -> StoreError:
-    return StoreError(
+    return StoredDataError(
         f"conversation {conversation_id!r}: broken parent chain at {node_id!r}"
         " (a missing parent or a cycle)"
     )
@@ -325,9 +356,9 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
         try:
             data, end = scan(text, 0)
         except (StopIteration, ValueError) as exc:
-            raise StoreError(f"stored node is not valid JSON: {text[:80]!r}") from exc
+            raise StoredDataError(f"stored node is not valid JSON: {text[:80]!r}") from exc
         if not isinstance(data, dict) or (end != len(text) and text[end:].strip()):
-            raise StoreError(f"stored node is not a JSON object: {text[:80]!r}")
+            raise StoredDataError(f"stored node is not a JSON object: {text[:80]!r}")
         try:
             node = Node(
                 data["id"],
@@ -341,6 +372,6 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
                 data.get("meta") or {},
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"stored node lacks {exc}: {text[:80]!r}") from exc
+            raise StoredDataError(f"stored node lacks {exc}: {text[:80]!r}") from exc
         append(node)
     return nodes

@@ -1,39 +1,64 @@
 """RedisStore's line to the server: opening the client, running scripts and MULTI reads.
 
-Whatever redis-py raises comes out as a one-line ``StoreError``, with no password in it.
+Whatever redis-py raises comes out as a one-line ``StoreError``, with no password in it:
+``StoreUnavailableError`` for a refused, cut or timed-out connection (and a Redis still
+loading its data). redis-py's own retries are off on the clients :func:`open_client` makes: a
+script that changes data is never sent twice (a commit applied and then retried would report a
+lost compare-and-set it won). Reads, which can be repeated safely, are tried once more after a
+lost connection; a pooled connection that died meanwhile is replaced when it is next taken.
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._text import one_line, redact
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailableError
 from . import _codec
 from ._redis_scripts import Keys
 
-__all__ = ["RedisLink", "one_line", "open_client", "redact"]
+__all__ = ["CLIENT_DEFAULTS", "RedisLink", "one_line", "open_client", "redact"]
+
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "health_check_interval": 30,
+}
+"""Options of the clients :func:`open_client` makes, unless given: no call waits on a silent
+server for more than ``socket_timeout`` seconds, and a connection idle for
+``health_check_interval`` seconds is pinged before it is used."""
+
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
 
 
 async def open_client(url: str, client_options: dict[str, Any], *, where: str) -> aioredis.Redis:
     """A client on ``url`` (``decode_responses`` always on) that answered a ping.
 
-    ``where`` names the server in errors: ``redact(url)``.
+    ``where`` names the server in errors: ``redact(url)``. ``client_options`` override
+    :data:`CLIENT_DEFAULTS`; without a ``retry`` of theirs, redis-py retries nothing.
     """
+    options = {"retry": Retry(NoBackoff(), 0), **CLIENT_DEFAULTS, **client_options}
     try:
-        client = aioredis.Redis.from_url(url, **{**client_options, "decode_responses": True})
+        client = aioredis.Redis.from_url(url, **{**options, "decode_responses": True})
     except (ValueError, TypeError, RedisError) as exc:
         raise StoreError(f"cannot use Redis URL {where}: {one_line(exc)}") from exc
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
         await client.aclose()
-        raise StoreError(f"cannot connect to Redis at {where}: {one_line(exc)}") from exc
+        error = StoreUnavailableError if isinstance(exc, _UNAVAILABLE) else StoreError
+        raise error(f"cannot connect to Redis at {where}: {one_line(exc)}") from exc
     return client
 
 
@@ -43,12 +68,14 @@ class RedisLink:
     ``owns_client``: :meth:`close` closes the client too (the store opened it).
     """
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, *, epoch_key: str | None = None) -> None:
         if not client.connection_pool.connection_kwargs.get("decode_responses"):
             raise StoreError("RedisStore needs a client created with decode_responses=True")
         self.client = client
         self.owns_client = False
         self.closed = False
+        self.epoch_key = epoch_key
+        self.epoch: str | None = None
 
     async def close(self) -> None:
         """Refuse work from now on, and close the client if it is ours; twice is fine."""
@@ -57,18 +84,60 @@ class RedisLink:
             if self.owns_client:
                 await self.client.aclose()
 
-    async def run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
-        """A script's whole answer: its status first."""
+    async def run(
+        self, script: Any, keys: Sequence[str], args: Sequence[Any], *, read: bool = False
+    ) -> list[Any]:
+        """A script's whole answer: its status first (``read``: it changes nothing)."""
+        await self._first_use()
+        try:
+            with self._talk():
+                return list(await script(keys=keys, args=args))
+        except StoreUnavailableError as exc:
+            if not (read and _lost_connection(exc)):
+                raise
         with self._talk():
             return list(await script(keys=keys, args=args))
 
     async def read(self, *reads: Callable[[Any], object]) -> list[Any]:
-        """The answers of several reads, taken together in one MULTI block."""
+        """The answers of several reads, taken together in one MULTI block.
+
+        Tried once more after a lost connection (only reads, and idempotent deletes, go here).
+        """
+        await self._first_use()
+        try:
+            return await self._multi(reads)
+        except StoreUnavailableError as exc:
+            if not _lost_connection(exc):
+                raise
+        return await self._multi(reads)
+
+    async def _multi(self, reads: Sequence[Callable[[Any], object]]) -> list[Any]:
         with self._talk():
             async with self.client.pipeline(transaction=True) as pipe:
                 for read in reads:
                     read(pipe)
                 return list(await pipe.execute())
+
+    async def _first_use(self) -> None:
+        """Learn the namespace's epoch mark, leaving one if there is none (see ``lost``)."""
+        if self.epoch is None and self.epoch_key is not None:
+            proposed = uuid.uuid4().hex
+            with self._talk():
+                stored = await self.client.set(self.epoch_key, proposed, nx=True, get=True)
+            self.epoch = proposed if stored is None else str(stored)
+
+    async def lost(self) -> bool:
+        """Whether the namespace's epoch mark is not the one this link first saw.
+
+        The mark is left on first use and never removed or changed, so a different or missing
+        one means the server lost its data (a restart without persistence, a ``FLUSHALL``)
+        since then.
+        """
+        key = self.epoch_key
+        if key is None or self.epoch is None:
+            return False
+        [stored] = await self.read(lambda p: p.get(key))
+        return bool(stored != self.epoch)
 
     async def conversation_read(self, keys: Keys, *reads: Callable[[Any], object]) -> list[Any]:
         """``reads``, after checking in the same snapshot that the conversation exists."""
@@ -84,7 +153,15 @@ class RedisLink:
             raise StoreError("the store is closed")
         try:
             yield
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailableError(f"Redis: {one_line(exc)}") from exc
         except RedisError as exc:
             raise StoreError(f"Redis: {one_line(exc)}") from exc
         except UnicodeEncodeError as exc:  # raised while packing the command: nothing was sent
             raise StoreError(f"a value is not valid Unicode text: {one_line(exc)}") from exc
+
+
+def _lost_connection(error: StoreUnavailableError) -> bool:
+    """Whether ``error`` is a connection that broke (not a timeout: the server may be stuck)."""
+    cause = error.__cause__
+    return isinstance(cause, (RedisConnectionError, ConnectionResetError, BrokenPipeError))

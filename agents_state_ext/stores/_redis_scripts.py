@@ -53,6 +53,15 @@ local new_head = ARGV[2]
 if new_head ~= '' and ARGV[3] == '0' and redis.call('HEXISTS', KEYS[2], new_head) == 0 then
   return {'no-node', new_head}
 end
+-- Every parent is written by this commit or already stored: no node is stored as an orphan.
+local ids = {}
+for j = 6, 5 + 3 * tonumber(ARGV[4]), 3 do ids[ARGV[j]] = true end
+for j = 6, 5 + 3 * tonumber(ARGV[4]), 3 do
+  local parent = ARGV[j + 1]
+  if parent ~= '' and not ids[parent] and redis.call('HEXISTS', KEYS[2], parent) == 0 then
+    return {'no-parent', ARGV[j], parent}
+  end
+end
 local i = 6
 for _ = 1, tonumber(ARGV[4]) do
   if redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
@@ -206,6 +215,8 @@ def outcome(result: list[Any], keys: Keys) -> list[Any]:
         raise _codec.missing_conversation(keys.id)
     if status == "no-node":
         raise _codec.missing_node(keys.id, rest[0])
+    if status == "no-parent":
+        raise _codec.missing_parent(keys.id, rest[0], rest[1])
     if status == "broken":
         raise _codec.broken_chain(keys.id, rest[0])
     raise StoreError(f"conversation {keys.id!r}: unexpected answer from Redis: {status!r}")

@@ -33,6 +33,7 @@ __all__ = [
     "UPSERT_NODE",
     "UPSERT_TOKENS",
     "check_chain",
+    "check_parents",
     "latest_version",
     "migrate",
     "newer_schema",
@@ -40,6 +41,8 @@ __all__ = [
     "schema_version",
     "write_nodes",
 ]
+
+_CHUNK = 500  # ids per IN (...) list, well under SQLite's bound on query parameters
 
 # (version, SQL), strictly increasing. Statements are split on ";", so none may contain one.
 MIGRATIONS: list[tuple[int, str]] = [
@@ -180,6 +183,24 @@ def read_head(conn: sqlite3.Connection, conversation_id: str) -> str | None:
         raise _codec.missing_conversation(conversation_id)
     head: str | None = row[0]
     return head
+
+
+def check_parents(conn: sqlite3.Connection, cid: str, parents: dict[str, str]) -> None:
+    """``NodeNotFoundError`` unless every parent (id -> a node under it) is stored."""
+    ids = list(parents)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT id FROM nodes WHERE conversation_id = ? AND id IN ({marks})",
+                (cid, *chunk),
+            )
+        }
+        for parent in chunk:
+            if parent not in found:
+                raise _codec.missing_parent(cid, parents[parent], parent)
 
 
 def write_nodes(conn: sqlite3.Connection, cid: str, rows: list[_codec.NodeRow]) -> None:

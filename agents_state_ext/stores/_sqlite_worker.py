@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
-from ..errors import StoreError
+from ..errors import StoredDataError, StoreError, StoreUnavailableError
 from ._sqlite_open import connect
 
 __all__ = ["Mode", "SQLiteWorker"]
@@ -23,6 +23,10 @@ Mode = Literal["read", "snapshot", "write"]
 """``read``: no transaction; ``snapshot``: one read transaction; ``write``: ``BEGIN IMMEDIATE``."""
 
 _DRIVER_ERRORS = (sqlite3.Error, UnicodeEncodeError, OverflowError)
+# SQLite's result codes (``sqlite_errorname``; extended ones start the same way) for what will
+# pass by itself (another writer's lock, a failing or full disk) and for a damaged file
+_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN")
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 class SQLiteWorker:
@@ -102,9 +106,20 @@ class SQLiteWorker:
                 conn.execute("COMMIT")
             return result
         except _DRIVER_ERRORS as exc:
-            raise StoreError(f"SQLite error on {self.path!r}: {exc}") from exc
+            raise driver_error(self.path, exc) from exc
 
     def _disconnect(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def driver_error(path: str, exc: BaseException) -> StoreError:
+    """The ``StoreError`` for what the driver raised: unavailable, stored data, or plain."""
+    message = f"SQLite error on {path!r}: {exc}"
+    code = str(getattr(exc, "sqlite_errorname", ""))
+    if code.startswith(_UNAVAILABLE):
+        return StoreUnavailableError(message)
+    if code.startswith(_CORRUPT):
+        return StoredDataError(message)
+    return StoreError(message)

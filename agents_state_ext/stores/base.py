@@ -172,9 +172,11 @@ class ConversationStore(Protocol):
         """Write ``nodes`` and ``attempts`` and move the head, as one transaction.
 
         Only if the head is still ``expected_head``: otherwise ``ConcurrentUpdateError`` and
-        nothing is written. ``new_head`` must be a stored or written node (or ``None``). Nodes
-        and attempt records are inserted or replaced by id; a replaced attempt keeps its place
-        in :meth:`list_attempts`.
+        nothing is written. ``new_head`` must be a stored or written node (or ``None``), and
+        so must every written node's parent: otherwise ``NodeNotFoundError`` and nothing is
+        written (a node is never stored before its parent, so a stored graph always loads).
+        Nodes and attempt records are inserted or replaced by id; a replaced attempt keeps its
+        place in :meth:`list_attempts`.
 
         ``fence`` (stores with the :class:`LedgerStore` capability; others raise
         ``StoreError``): only if the ledger record ``fence.key`` exists and is still at version

@@ -153,6 +153,9 @@ class InMemoryStore(StoreBase):
         written = {node_id for node_id, _, _ in rows}
         if new_head is not None and new_head not in conv.nodes and new_head not in written:
             raise _codec.missing_node(conversation_id, new_head)
+        for parent, child in _codec.unknown_parents(rows).items():
+            if parent not in conv.nodes:
+                raise _codec.missing_parent(conversation_id, child, parent)
         for node_id, parent_id, data in rows:
             conv.nodes[node_id] = data
             conv.parents[node_id] = parent_id

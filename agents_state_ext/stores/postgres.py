@@ -44,7 +44,7 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
 from . import _codec
-from ._postgres_pool import open_pool, pooled
+from ._postgres_pool import CallGuard, guarded, open_pool, pooled
 from ._postgres_schema import (
     INSERT_CONVERSATION,
     INSERT_LEDGER,
@@ -74,8 +74,13 @@ class PostgresStore(StoreBase):
     """A ConversationStore, LedgerStore and TokenCountStore in PostgreSQL; open it with ``connect``.
 
     Every method takes a pooled connection for one statement or one transaction; PostgreSQL
-    errors (a refused connection, a pool timeout, ...) become ``StoreError``. ``clock`` stamps
-    ``created_at``.
+    errors become ``StoreError``, and those that say the server cannot be reached or did not
+    answer (a refused or cut connection, a restart, a pool or statement timeout)
+    ``StoreUnavailableError``. After a lost connection the pool's idle connections are checked
+    and a read is tried once more, so a worker heals by itself once the server is back.
+    ``statement_timeout`` (seconds) bounds each call on this side too: a call with no answer a
+    second after it is ``StoreUnavailableError`` (a blackholed server answers nothing, not even
+    an error); ``None``: no bound. ``clock`` stamps ``created_at``.
     """
 
     def __init__(
@@ -83,9 +88,12 @@ class PostgresStore(StoreBase):
         pool: AsyncConnectionPool[Conn],
         *,
         clock: Callable[[], float] | None = None,
+        statement_timeout: float | None = None,
     ) -> None:
         self._pool: AsyncConnectionPool[Conn] | None = pool
         self._clock = clock or time.time
+        self._guard = CallGuard(None if statement_timeout is None else statement_timeout + 1.0)
+        self._guard.pool = pool
 
     @classmethod
     async def connect(
@@ -95,7 +103,8 @@ class PostgresStore(StoreBase):
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
+        statement_timeout: float | None = 15.0,
         clock: Callable[[], float] | None = None,
     ) -> PostgresStore:
         """Open a pool on ``url``, bring the schema up to date, and return the store.
@@ -103,7 +112,9 @@ class PostgresStore(StoreBase):
         ``url`` is a libpq URL or ``key=value`` string (``postgresql+psycopg://`` is accepted).
         ``schema`` holds the tables (created when missing; default: the connection's
         ``search_path``). ``timeout`` bounds, in seconds, connecting and waiting for a pooled
-        connection.
+        connection. ``statement_timeout`` (seconds) is set on every connection, and bounds each
+        call on this side as well (see the class); ``None`` leaves the server's setting and
+        bounds nothing. Past either, a call is ``StoreUnavailableError``.
         """
         # MIGRATIONS is read here, at connect, so that it can be replaced on this module.
         pool = await open_pool(
@@ -112,9 +123,10 @@ class PostgresStore(StoreBase):
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
+            statement_timeout=statement_timeout,
             migrations=MIGRATIONS,
         )
-        return cls(pool, clock=clock)
+        return cls(pool, clock=clock, statement_timeout=statement_timeout)
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
@@ -126,6 +138,7 @@ class PostgresStore(StoreBase):
 
     # -- conversations -----------------------------------------------------------------------
 
+    @guarded(read=False)
     async def create_conversation(
         self, conversation_id: str, *, strategy: str, meta: Mapping[str, Any] | None = None
     ) -> None:
@@ -139,6 +152,7 @@ class PostgresStore(StoreBase):
             if cur.rowcount == 0:
                 raise StoreError(f"conversation {conversation_id!r} already exists")
 
+    @guarded(read=True)
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn:
@@ -151,11 +165,13 @@ class PostgresStore(StoreBase):
             raise _codec.missing_conversation(conversation_id)
         return ConversationInfo(conversation_id, row[0], _codec.decode(row[1]), float(row[2]))
 
+    @guarded(read=True)
     async def list_conversations(self) -> list[str]:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT id FROM conversations ORDER BY seq")
             return [row[0] for row in await cur.fetchall()]
 
+    @guarded(read=False)
     async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, conn.transaction():
@@ -170,6 +186,7 @@ class PostgresStore(StoreBase):
                 "UPDATE conversations SET meta = %s WHERE id = %s", (merged, conversation_id)
             )
 
+    @guarded(read=False)
     async def delete_conversation(self, conversation_id: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, conn.transaction():
@@ -181,6 +198,7 @@ class PostgresStore(StoreBase):
 
     # -- nodes and heads ---------------------------------------------------------------------
 
+    @guarded(read=True)
     async def get_node(self, conversation_id: str, node_id: str) -> Node:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(node_id, "node id")
@@ -195,6 +213,7 @@ class PostgresStore(StoreBase):
                 raise _codec.missing_node(conversation_id, node_id)
         return _codec.decode_nodes([row[0]])[0]
 
+    @guarded(read=True)
     async def load_graph(self, conversation_id: str) -> ConversationGraph:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, conn.transaction():
@@ -208,6 +227,7 @@ class PostgresStore(StoreBase):
             rows = await cur.fetchall()
         return _codec.graph_of(conversation_id, _codec.decode_nodes(row[0] for row in rows), head)
 
+    @guarded(read=True)
     async def active_path(
         self, conversation_id: str, leaf_id: str | None = None, *, limit: int | None = None
     ) -> list[Node]:
@@ -227,11 +247,13 @@ class PostgresStore(StoreBase):
                 return []
         return path_nodes(conversation_id, rows, limit)
 
+    @guarded(read=True)
     async def get_head(self, conversation_id: str) -> str | None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn:
             return await read_head(conn, conversation_id)
 
+    @guarded(read=False)
     async def commit(
         self,
         conversation_id: str,
@@ -245,6 +267,7 @@ class PostgresStore(StoreBase):
         _codec.check_id(conversation_id, "conversation id")
         rows = _codec.encode_node_rows(nodes)
         written = {row[0] for row in rows}
+        parents = _codec.unknown_parents(rows)
         records = attempt_rows(attempts)
         for head in (expected_head, new_head):
             if head is not None:
@@ -267,6 +290,15 @@ class PostgresStore(StoreBase):
                     f"conversation {conversation_id!r}: head is {head!r},"
                     f" expected {expected_head!r}"
                 )
+            if parents:
+                cur = await conn.execute(
+                    "SELECT id FROM nodes WHERE conversation_id = %s AND id = ANY(%s)",
+                    (conversation_id, list(parents)),
+                )
+                found = {row[0] for row in await cur.fetchall()}
+                for parent, child in parents.items():
+                    if parent not in found:
+                        raise _codec.missing_parent(conversation_id, child, parent)
             if rows:
                 await conn.execute(WRITE_NODES, node_params(conversation_id, rows))
             if new_head is not None and new_head not in written:
@@ -281,6 +313,7 @@ class PostgresStore(StoreBase):
 
     # -- attempts ----------------------------------------------------------------------------
 
+    @guarded(read=False)
     async def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
         _codec.check_id(conversation_id, "conversation id")
         params = attempt_params(conversation_id, attempt_rows([record]))
@@ -290,6 +323,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
+    @guarded(read=True)
     async def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -306,6 +340,7 @@ class PostgresStore(StoreBase):
                 )
         return _codec.decode_attempt(row[0])
 
+    @guarded(read=True)
     async def list_attempts(
         self, conversation_id: str, *, message_id: str | None = None
     ) -> list[AttemptRecord]:
@@ -322,6 +357,7 @@ class PostgresStore(StoreBase):
 
     # -- paused runs -------------------------------------------------------------------------
 
+    @guarded(read=False)
     async def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -334,6 +370,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
+    @guarded(read=True)
     async def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -349,6 +386,7 @@ class PostgresStore(StoreBase):
         blob: str = row[0]
         return blob
 
+    @guarded(read=False)
     async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -362,6 +400,7 @@ class PostgresStore(StoreBase):
 
     # -- ledger (capability) -----------------------------------------------------------------
 
+    @guarded(read=True)
     async def get_ledger(self, key: str) -> LedgerRecord | None:
         _codec.check_id(key, "ledger key")
         async with self._connection() as conn:
@@ -374,6 +413,7 @@ class PostgresStore(StoreBase):
         held_until = None if row[3] is None else float(row[3])
         return LedgerRecord(row[0], int(row[1]), row[2], held_until)
 
+    @guarded(read=False)
     async def put_ledger(
         self,
         key: str,
@@ -400,6 +440,7 @@ class PostgresStore(StoreBase):
                 raise _codec.ledger_conflict(key, 0 if row is None else row[0], expected_version)
         return expected_version + 1
 
+    @guarded(read=False)
     async def delete_ledger(self, key: str) -> None:
         _codec.check_id(key, "ledger key")
         async with self._connection() as conn:
@@ -407,6 +448,7 @@ class PostgresStore(StoreBase):
 
     # -- token counts (capability) -----------------------------------------------------------
 
+    @guarded(read=False)
     async def put_token_counts(
         self, conversation_id: str, encoding: str, counts: Mapping[str, int]
     ) -> None:
@@ -424,6 +466,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
+    @guarded(read=True)
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
     ) -> dict[str, int]:

@@ -31,6 +31,7 @@ prefixed by its length so that no two conversations' keys can collide, whatever 
   the encodings with counts, so a delete finds them.
 - ``ns:conv:C:ledger``: hash: ``blob``, ``version``, ``holder``, ``held_until`` (a ledger key is
   a conversation id, so it lives beside the conversation; it may exist without one).
+- ``ns:epoch``: a random mark left on the store's first use of the namespace, never changed.
 
 The braces in ``C`` are a Redis Cluster hash tag: every key of one conversation, its ledger
 included, hashes to one slot, which is what a cluster needs for the per-conversation scripts.
@@ -39,7 +40,11 @@ keys; on a cluster they would have to update that index apart. This store target
 
 Durability: Redis keeps data only as its persistence is configured. With neither RDB snapshots
 nor the append-only file, a restart loses every conversation (the CI's Redis keeps nothing on
-disk). ``appendonly yes`` with ``appendfsync always`` loses no acknowledged write on a crash,
+disk). The store notices when it can: a conversation it saw exist (created, read or written
+through this store object) that is missing while ``ns:epoch`` is gone or changed is
+``StoreDataLostError``, never an unknown (and so creatable) id; the worker goes on serving new
+conversations. A worker started after the loss cannot tell a lost id from one never created.
+``appendonly yes`` with ``appendfsync always`` loses no acknowledged write on a crash,
 at the cost of an fsync per write; ``appendfsync everysec`` may lose the last second. Replication
 is asynchronous: a failover to a replica can lose writes the primary acknowledged, a won
 compare-and-set among them, so two workers may both believe they moved a head. Use PostgreSQL
@@ -48,16 +53,23 @@ as the system of record; Redis suits shared, short-lived conversations and cache
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
-from ..errors import ConcurrentUpdateError, StoreError
+from ..errors import (
+    ConcurrentUpdateError,
+    ConversationNotFoundError,
+    StoreDataLostError,
+    StoreError,
+)
 from . import _codec
 from ._redis_link import RedisLink, open_client, redact
 from ._redis_scripts import (
@@ -79,6 +91,35 @@ __all__ = ["DEFAULT_NAMESPACE", "RedisStore"]
 
 DEFAULT_NAMESPACE = "agents-state-ext"
 
+_KNOWN_IDS = 100_000  # conversation ids a store remembers having seen, to tell loss from absence
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _watched(
+    method: Callable[Concatenate[RedisStore, str, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[RedisStore, str, _P], Coroutine[Any, Any, _T]]:
+    """A method on one conversation: its id is remembered, and its loss told from absence."""
+
+    @functools.wraps(method)
+    async def call(
+        self: RedisStore, conversation_id: str, /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        try:
+            result = await method(self, conversation_id, *args, **kwargs)
+        except ConversationNotFoundError as exc:
+            if conversation_id in self._known and await self._link.lost():
+                raise StoreDataLostError(
+                    f"conversation {conversation_id!r} is gone from Redis, and so is the mark "
+                    "the store left there: Redis lost its data (a restart without persistence?)"
+                ) from exc
+            raise
+        self._remember(conversation_id)
+        return result
+
+    return call
+
 
 class RedisStore(StoreBase):
     """A ConversationStore in Redis, shared safely by processes and machines.
@@ -97,7 +138,8 @@ class RedisStore(StoreBase):
         clock: Callable[[], float] | None = None,
     ) -> None:
         self._ns = _codec.check_id(namespace, "namespace")
-        self._link = RedisLink(client)
+        self._link = RedisLink(client, epoch_key=f"{self._ns}:epoch")
+        self._known: OrderedDict[str, None] = OrderedDict()
         self._clock = clock or time.time
         self._index = f"{self._ns}:conversations"
         script = client.register_script
@@ -132,6 +174,12 @@ class RedisStore(StoreBase):
     async def aclose(self) -> None:
         await self._link.close()
 
+    def _remember(self, conversation_id: str) -> None:
+        self._known[conversation_id] = None
+        self._known.move_to_end(conversation_id)
+        if len(self._known) > _KNOWN_IDS:
+            self._known.popitem(last=False)
+
     # -- keys --------------------------------------------------------------------------------
 
     def _keys(self, conversation_id: str) -> Keys:
@@ -157,7 +205,9 @@ class RedisStore(StoreBase):
         if result[0] == "exists":
             raise StoreError(f"conversation {conversation_id!r} already exists")
         outcome(result, keys)
+        self._remember(conversation_id)
 
+    @_watched
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
         keys = self._keys(conversation_id)
         [(strategy, meta, created)] = await self._link.read(
@@ -171,6 +221,7 @@ class RedisStore(StoreBase):
         [ids] = await self._link.read(lambda p: p.zrange(self._index, 0, -1))
         return list(ids)
 
+    @_watched
     async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         keys = self._keys(conversation_id)
         while True:  # optimistic: a merge written by another client in between: merge again
@@ -188,10 +239,12 @@ class RedisStore(StoreBase):
         result = await self._link.run(
             self._delete, [*keys.fixed(), self._index], [conversation_id, keys.tokens_prefix]
         )
+        self._known.pop(conversation_id, None)
         outcome(result, keys)
 
     # -- nodes and heads ---------------------------------------------------------------------
 
+    @_watched
     async def get_node(self, conversation_id: str, node_id: str) -> Node:
         keys = self._keys(conversation_id)
         _codec.check_id(node_id, "node id")
@@ -200,6 +253,7 @@ class RedisStore(StoreBase):
             raise _codec.missing_node(conversation_id, node_id)
         return _codec.decode_node(data)
 
+    @_watched
     async def load_graph(self, conversation_id: str) -> ConversationGraph:
         keys = self._keys(conversation_id)
         head, order, nodes = await self._link.conversation_read(
@@ -210,17 +264,18 @@ class RedisStore(StoreBase):
         )
         return _codec.graph_of(conversation_id, _codec.decode_nodes(nodes[i] for i in order), head)
 
+    @_watched
     async def active_path(
         self, conversation_id: str, leaf_id: str | None = None, *, limit: int | None = None
     ) -> list[Node]:
         keys = self._keys(conversation_id)
         checked = _codec.check_limit(limit)
         leaf = "" if leaf_id is None else _codec.check_id(leaf_id, "node id")
-        result = await self._link.run(
-            self._active_path, [keys.info, keys.nodes, keys.parents], [leaf, checked or 0]
-        )
+        where = [keys.info, keys.nodes, keys.parents]
+        result = await self._link.run(self._active_path, where, [leaf, checked or 0], read=True)
         return _codec.decode_nodes(reversed(outcome(result, keys)))
 
+    @_watched
     async def get_head(self, conversation_id: str) -> str | None:
         keys = self._keys(conversation_id)
         [(strategy, head)] = await self._link.read(
@@ -230,6 +285,7 @@ class RedisStore(StoreBase):
             raise _codec.missing_conversation(conversation_id)
         return head if head is None else str(head)
 
+    @_watched
     async def commit(
         self,
         conversation_id: str,
@@ -284,6 +340,7 @@ class RedisStore(StoreBase):
 
     # -- attempts ----------------------------------------------------------------------------
 
+    @_watched
     async def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
         keys = self._keys(conversation_id)
         attempt_id, _, _, data = _codec.attempt_row(record)
@@ -292,6 +349,7 @@ class RedisStore(StoreBase):
         )
         outcome(result, keys)
 
+    @_watched
     async def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
         keys = self._keys(conversation_id)
         _codec.check_id(attempt_id, "attempt id")
@@ -304,6 +362,7 @@ class RedisStore(StoreBase):
             )
         return _codec.decode_attempt(data)
 
+    @_watched
     async def list_attempts(
         self, conversation_id: str, *, message_id: str | None = None
     ) -> list[AttemptRecord]:
@@ -321,6 +380,7 @@ class RedisStore(StoreBase):
 
     # -- paused runs -------------------------------------------------------------------------
 
+    @_watched
     async def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
         keys = self._keys(conversation_id)
         _codec.check_id(attempt_id, "attempt id")
@@ -330,12 +390,14 @@ class RedisStore(StoreBase):
         )
         outcome(result, keys)
 
+    @_watched
     async def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
         keys = self._keys(conversation_id)
         _codec.check_id(attempt_id, "attempt id")
         [blob] = await self._link.conversation_read(keys, lambda p: p.hget(keys.runs, attempt_id))
         return blob if blob is None else str(blob)
 
+    @_watched
     async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         keys = self._keys(conversation_id)
         _codec.check_id(attempt_id, "attempt id")
@@ -380,6 +442,7 @@ class RedisStore(StoreBase):
 
     # -- token counts (capability) -----------------------------------------------------------
 
+    @_watched
     async def put_token_counts(
         self, conversation_id: str, encoding: str, counts: Mapping[str, int]
     ) -> None:
@@ -393,6 +456,7 @@ class RedisStore(StoreBase):
         )
         outcome(result, keys)
 
+    @_watched
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
     ) -> dict[str, int]:

@@ -42,6 +42,7 @@ from ._sqlite_schema import (
     UPSERT_LEDGER,
     UPSERT_TOKENS,
     check_chain,
+    check_parents,
     read_head,
     write_nodes,
 )
@@ -227,6 +228,7 @@ class SQLiteStore(StoreBase):
             if head_id is not None:
                 _codec.check_id(head_id, "node id")
         written = {row[0] for row in rows}
+        parents = _codec.unknown_parents(rows)
         fenced = _codec.check_fence(fence)
 
         def work(conn: sqlite3.Connection) -> None:
@@ -240,6 +242,7 @@ class SQLiteStore(StoreBase):
                 raise ConcurrentUpdateError(
                     f"conversation {cid!r}: head is {head!r}, expected {expected_head!r}"
                 )
+            check_parents(conn, cid, parents)
             write_nodes(conn, cid, rows)
             if new_head is not None and new_head not in written:
                 found = conn.execute(

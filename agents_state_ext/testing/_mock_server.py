@@ -85,6 +85,17 @@ class MockResponsesAPI:
       does not hold (``store=False``, expired, unknown) without ``encrypted_content``, a
       reasoning item with neither, and ``include`` of encrypted content on a non-reasoning
       model (unless ``reasoning=True``).
+
+    Request validation, as the real service does it before it looks at any state:
+
+    - ``validate_requests`` (on by default): ``POST /responses``, ``POST /conversations`` and
+      ``POST /conversations/{id}/items`` get the API's 400 for an unknown parameter (top level
+      or on an input item, by the installed openai types), an unknown item ``type``, a role
+      outside ``assistant``/``system``/``developer``/``user`` (``tool`` included), an item id
+      without its type's prefix (``msg_``, ``fc_``, ``fco_``, ``rs_``, ``ctc_``, ``cmp_``),
+      ``arguments`` that are not a string, a missing ``model``, and a context (stored history
+      plus input, in ``usage`` words) over the model's window (``context_length_exceeded``);
+      see ``_request_rules``. Such a rejection consumes no reply and no fault.
     """
 
     def __init__(
@@ -99,6 +110,7 @@ class MockResponsesAPI:
         append_incomplete_to_conversation: bool = True,
         reasoning: bool | None = None,
         enforce_reasoning_rules: bool = True,
+        validate_requests: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = model
@@ -119,6 +131,7 @@ class MockResponsesAPI:
                 "lock_conversations": lock_conversations,
                 "append_incomplete": append_incomplete_to_conversation,
             },
+            validate_requests=validate_requests,
         )
         self._transport = httpx2.MockTransport(self._handle)
         self._started = False

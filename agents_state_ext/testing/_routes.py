@@ -11,6 +11,7 @@ from typing import Any
 import httpx2
 
 from . import _conversations as conversations
+from . import _request_rules as rules
 from ._compact import compact
 from ._items import ApiError
 from ._records import RecordedRequest
@@ -20,6 +21,7 @@ from ._state import ServerState
 __all__ = ["Backend"]
 
 _Handler = Callable[..., Awaitable[httpx2.Response]]
+_Rule = Callable[[ServerState, dict[str, Any]], None]
 _SECRET_HEADERS = ("authorization", "openai-organization", "openai-project", "cookie")
 
 
@@ -35,6 +37,18 @@ def _error_message(response: httpx2.Response) -> str | None:
     return error.get("message") if isinstance(error, dict) else None
 
 
+def _response_rule(state: ServerState, body: dict[str, Any]) -> None:
+    rules.check_create_response(body, history=state.known_context(body))
+
+
+def _conversation_rule(state: ServerState, body: dict[str, Any]) -> None:
+    rules.check_create_conversation(body)
+
+
+def _items_rule(state: ServerState, body: dict[str, Any]) -> None:
+    rules.check_add_items(body)
+
+
 class Backend:
     """The fake server behind the mock transport: state, scripted model and request log."""
 
@@ -45,8 +59,10 @@ class Backend:
         model: str,
         state_flags: dict[str, Any],
         endpoint_flags: dict[str, Any],
+        validate_requests: bool = True,
     ) -> None:
         self._prefix = prefix
+        self._validate = validate_requests
         self._model = model
         self._state_flags = state_flags
         self._endpoint_flags = endpoint_flags
@@ -93,16 +109,24 @@ class Backend:
     def _route_table(self) -> list[tuple[str, re.Pattern[str], _Handler]]:
         conv = r"/conversations/(?P<conversation_id>[^/]+)"
         table: list[tuple[str, str, _Handler]] = [
-            ("POST", r"/responses", self._create_response),
+            ("POST", r"/responses", self._checked(_response_rule, self._create_response)),
             ("POST", r"/responses/compact", self._compact),
             ("GET", r"/responses/(?P<response_id>[^/]+)", self._retrieve_response),
             ("DELETE", r"/responses/(?P<response_id>[^/]+)", self._delete_response),
-            ("POST", r"/conversations", self._conversation_call(conversations.create)),
+            (
+                "POST",
+                r"/conversations",
+                self._checked(_conversation_rule, self._conversation_call(conversations.create)),
+            ),
             ("GET", conv, self._conversation_call(conversations.retrieve)),
             ("POST", conv, self._conversation_call(conversations.update)),
             ("DELETE", conv, self._conversation_call(conversations.delete)),
             ("GET", conv + "/items", self._conversation_call(conversations.list_items)),
-            ("POST", conv + "/items", self._conversation_call(conversations.add_items)),
+            (
+                "POST",
+                conv + "/items",
+                self._checked(_items_rule, self._conversation_call(conversations.add_items)),
+            ),
             (
                 "GET",
                 conv + r"/items/(?P<item_id>[^/]+)",
@@ -115,6 +139,18 @@ class Backend:
             ),
         ]
         return [(method, re.compile(pattern + "$"), handler) for method, pattern, handler in table]
+
+    def _checked(self, rule: _Rule, handler: _Handler) -> _Handler:
+        """``handler`` behind the request rules: a rejected body reaches no state, reply, fault."""
+
+        async def checked(
+            request: httpx2.Request, record: RecordedRequest, **groups: str
+        ) -> httpx2.Response:
+            if self._validate and isinstance(record.json, dict):
+                rule(self.state, record.json)
+            return await handler(request, record, **groups)
+
+        return checked
 
     async def _answer(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         for method, pattern, handler in self._routes:

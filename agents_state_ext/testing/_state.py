@@ -149,6 +149,18 @@ class ServerState:
             )
         return copy.deepcopy(stored.transcript)
 
+    def known_context(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The stored context a ``POST /responses`` body names, read only; [] when none is held."""
+        previous_id = body.get("previous_response_id")
+        if isinstance(previous_id, str) and previous_id in self.responses:
+            return self.responses[previous_id].transcript
+        value = body.get("conversation")
+        if isinstance(value, Mapping):
+            value = value.get("id")
+        if isinstance(value, str) and value in self.conversations:
+            return self.conversations[value].items
+        return []
+
     # -- conversations ------------------------------------------------------------------------
 
     def new_items(

@@ -7,10 +7,12 @@ const BASE = new URL("api/", document.baseURI);
 
 /** An error the page shows: the HTTP status (0: no answer), the error's type and message. */
 export class ApiError extends Error {
-  constructor(status, type, message) {
+  /** `details`: the whole error body (a 422 over the budget has its token counts there). */
+  constructor(status, type, message, details = null) {
     super(message);
     this.status = status;
     this.type = type;
+    this.details = details;
   }
 }
 
@@ -60,16 +62,18 @@ async function request(method, path, body, signal) {
 async function failure(response) {
   let type = `HTTP ${response.status}`;
   let message = response.statusText || "the request failed";
+  let details = null;
   try {
     const data = await response.json();
     if (data && data.error) {
       type = data.error.type || type;
       message = data.error.message || message;
+      details = data.error;
     }
   } catch {
     // not JSON (a proxy's page): the status says enough
   }
-  return new ApiError(response.status, type, message);
+  return new ApiError(response.status, type, message, details);
 }
 
 async function call(method, path, body) {
@@ -136,5 +140,6 @@ export const api = {
     ),
   stop: (id) => call("POST", `${conversation(id)}/stop`),
   switchTo: (id, nodeId) => call("POST", `${conversation(id)}/switch`, { node_id: nodeId }),
+  setBudget: (id, budget) => call("POST", `${conversation(id)}/budget`, { budget }),
   answer: (id, action, body, signal) => stream(`${conversation(id)}/${action}`, body, signal),
 };

@@ -52,7 +52,12 @@ function report(error) {
     { class: "alert", role: "alert" },
     h("strong", {}, title),
     " ",
-    h("span", { class: "alert-text" }, `${sentence(String(error.message || error))}${hint}`),
+    h(
+      "span",
+      { class: "alert-text" },
+      `${sentence(String(error.message || error))}${hint}`,
+      overBudget(error),
+    ),
     h(
       "button",
       {
@@ -67,6 +72,44 @@ function report(error) {
   box.append(alert);
   while (box.children.length > 4) box.firstElementChild.remove();
   if (known && error.status === 401) openAccess(true);
+}
+
+/**
+ * For a 422 over the token budget (nothing was stored: the text is back in the box), the way
+ * on: a button that raises the conversation's budget to what the message needs.
+ */
+function overBudget(error) {
+  const counts = error instanceof ApiError && error.status === 422 ? error.details : null;
+  if (!counts || !Number.isInteger(counts.required_tokens) || !state.id) return null;
+  const id = state.id;
+  const need = counts.required_tokens;
+  return h(
+    "span",
+    { class: "alert-way" },
+    ` Needed: ${need} tokens (the message alone: ${counts.message_tokens ?? "?"}), budget ${counts.budget}. Shorten the message, or `,
+    h(
+      "button",
+      {
+        type: "button",
+        class: "raise-budget",
+        onclick: async (event) => {
+          event.target.disabled = true;
+          try {
+            await api.setBudget(id, need);
+            say(`Budget raised to ${need} tokens: send again.`);
+            event.target.closest(".alert")?.remove();
+            if (state.id === id) await refresh();
+            $("composer-input").focus();
+          } catch (failed) {
+            event.target.disabled = false;
+            report(failed);
+          }
+        },
+      },
+      `raise the budget to ${need}`,
+    ),
+    ".",
+  );
 }
 
 window.addEventListener("error", (event) => report(event.error || new Error(event.message)));

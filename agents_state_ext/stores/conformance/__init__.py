@@ -7,9 +7,15 @@ empty store, and the check closes every store it opens. The checks come in three
 - ``LEDGER_CHECKS``: the :class:`~agents_state_ext.stores.LedgerStore` capability.
 - ``TOKEN_CHECKS``: the :class:`~agents_state_ext.stores.TokenCountStore` capability.
 
-``CHECKS`` is all three. A capability check given a store without that capability passes by
-skipping: it raises :class:`ConformanceSkip` (so a test runner can show it as skipped), and
-:func:`run_conformance` lists it under ``skipped`` in its report. In pytest, one test per
+``CHECKS`` is all three. ``NETWORK_CHECKS`` (``check_unavailable_when_cut``) are for stores
+over a network: each takes an :class:`Outage` too, which cuts the stores' connection to their
+server (a TCP proxy in front of it, for instance), and checks that every call is then
+``StoreUnavailableError`` and that the store heals once the line is back;
+``run_conformance(factory, outage=...)`` runs them after the others.
+
+A capability check given a store without that capability passes by skipping: it raises
+:class:`ConformanceSkip` (so a test runner can show it as skipped), and :func:`run_conformance`
+lists it under ``skipped`` in its report. In pytest, one test per
 check (with the ``anyio`` plugin, as this project runs them)::
 
     import pytest
@@ -29,11 +35,15 @@ check (with the ``anyio`` plugin, as this project runs them)::
 or all at once: ``await run_conformance(make_store)`` raises :class:`ConformanceError` naming
 every failed check. Checks use no ``assert``, so they also run under ``python -O``.
 
-The checks live in ``core``, ``commits`` and ``records`` (the core), ``ledger`` and ``tokens``;
+The checks live in ``core``, ``commits`` and ``records`` (the core), ``ledger``, ``tokens`` and
+``outages``;
 this module puts them in order and runs them.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
 
 from ._support import (
     Check,
@@ -49,6 +59,7 @@ from .commits import (
     check_concurrent_commits,
     check_delete_conversation,
     check_head_compare_and_set,
+    check_orphan_parent_refused,
 )
 from .core import (
     check_active_path,
@@ -70,6 +81,7 @@ from .ledger import (
     check_ledger_typed_ids,
     check_ledger_versions,
 )
+from .outages import Outage, OutageCheck, check_unavailable_when_cut
 from .records import check_attempts, check_close, check_run_states
 from .tokens import check_token_counts, check_token_typed_ids
 
@@ -77,11 +89,14 @@ __all__ = [
     "CHECKS",
     "CORE_CHECKS",
     "LEDGER_CHECKS",
+    "NETWORK_CHECKS",
     "TOKEN_CHECKS",
     "Check",
     "ConformanceError",
     "ConformanceReport",
     "ConformanceSkip",
+    "Outage",
+    "OutageCheck",
     "StoreFactory",
     "run_conformance",
     "sample_graph",
@@ -99,6 +114,7 @@ CORE_CHECKS: tuple[Check, ...] = (
     check_active_path_limit,
     check_head_compare_and_set,
     check_commit_is_atomic,
+    check_orphan_parent_refused,
     check_commit_attempts,
     check_concurrent_commits,
     check_delete_conversation,
@@ -118,25 +134,34 @@ LEDGER_CHECKS: tuple[Check, ...] = (
 )
 TOKEN_CHECKS: tuple[Check, ...] = (check_token_counts, check_token_typed_ids)
 CHECKS: tuple[Check, ...] = CORE_CHECKS + LEDGER_CHECKS + TOKEN_CHECKS
+NETWORK_CHECKS: tuple[OutageCheck, ...] = (check_unavailable_when_cut,)
 
 
-async def run_conformance(factory: StoreFactory) -> ConformanceReport:
+async def run_conformance(
+    factory: StoreFactory, *, outage: Outage | None = None
+) -> ConformanceReport:
     """Run every check; raise ConformanceError listing each one that failed.
 
-    Returns what passed and what was skipped (capability checks on a store without them).
+    With ``outage``, the ``NETWORK_CHECKS`` too. Returns what passed and what was skipped
+    (capability checks on a store without them).
     """
     passed: list[str] = []
     skipped: dict[str, str] = {}
     failures: list[str] = []
-    for check in CHECKS:
+    checks: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+        (check.__name__, functools.partial(check, factory)) for check in CHECKS
+    ]
+    if outage is not None:
+        checks += [(c.__name__, functools.partial(c, factory, outage)) for c in NETWORK_CHECKS]
+    for name, check in checks:
         try:
-            await check(factory)
+            await check()
         except ConformanceSkip as skip:
-            skipped[check.__name__] = str(skip)
+            skipped[name] = str(skip)
         except Exception as exc:
-            failures.append(f"{check.__name__}: {exc!r}")
+            failures.append(f"{name}: {exc!r}")
         else:
-            passed.append(check.__name__)
+            passed.append(name)
     if failures:
         raise ConformanceError("store failed conformance:\n" + "\n".join(failures))
     return ConformanceReport(tuple(passed), skipped)

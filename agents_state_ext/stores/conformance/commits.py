@@ -65,6 +65,49 @@ async def check_commit_is_atomic(factory: StoreFactory) -> None:
         await raises(NodeNotFoundError, "refused commit wrote", store.get_node("c1", "orphan"))
 
 
+async def check_orphan_parent_refused(factory: StoreFactory) -> None:
+    """A node whose parent is neither stored nor in the same commit is refused, with the commit.
+
+    ``NodeNotFoundError``, and nothing of that commit is written (its other nodes, its
+    records, its head); a parent stored in another conversation does not count. A parent
+    written in the same commit does, in any order, and so does a stored one.
+    """
+    root = Node("m0", None, "user", "complete")
+    reply = Node("m1", "m0", "assistant", "complete", attempt_id="att_1")
+    async with opened(factory) as store:
+        await store.create_conversation("c1", strategy="replay")
+        await store.create_conversation("c2", strategy="replay")
+        await store.commit("c1", [reply, root], expected_head=None, new_head="m1")
+        expect(await store.get_head("c1") == "m1", "a child before its parent was refused")
+        orphan = Node("m3", "m2", "assistant", "queued", attempt_id="att_3")
+        fine = Node("u1", "m1", "user", "complete")
+        record = AttemptRecord("m3", "att_3", started_at=1.0)
+        for nodes, what in (([orphan], "an orphan"), ([fine, orphan], "an orphan with others")):
+            await raises(
+                NodeNotFoundError,
+                f"a commit of {what}",
+                store.commit("c1", nodes, expected_head="m1", new_head="m3", attempts=[record]),
+            )
+            expect(await store.get_head("c1") == "m1", f"a refused commit ({what}) moved the head")
+            for node in nodes:
+                await raises(
+                    NodeNotFoundError,
+                    f"a node of a refused commit ({what})",
+                    store.get_node("c1", node.id),
+                )
+            expect(await store.list_attempts("c1") == [], f"a refused commit ({what}) wrote")
+        await raises(
+            NodeNotFoundError,
+            "a parent stored in another conversation",
+            store.commit("c2", [fine], expected_head=None, new_head="u1"),
+        )
+        await store.commit("c1", [fine], expected_head="m1", new_head="u1")
+        rewritten = Node("m1", "m0", "assistant", "failed", attempt_id="att_1")
+        await store.commit("c1", [rewritten], expected_head="u1", new_head="u1")
+        graph = await store.load_graph("c1")
+        expect([n.id for n in graph.active_path()] == ["m0", "m1", "u1"], "wrong stored path")
+
+
 async def check_commit_attempts(factory: StoreFactory) -> None:
     """``commit(attempts=...)`` writes attempt records with the nodes and head, or nothing."""
     root = Node("m0", None, "user", "complete")
