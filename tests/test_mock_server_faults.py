@@ -8,6 +8,7 @@ from typing import Any
 
 import openai
 import pytest
+from _grammar import message, stream, through
 from agents import set_tracing_disabled
 
 from agents_state_ext.testing import (
@@ -125,15 +126,13 @@ async def test_commit_faults_store_before_failing(
 
 async def test_drop_mid_stream_after_n_events(mock: MockResponsesAPI) -> None:
     mock.enqueue(Reply.text("one two three"))
-    mock.inject(Fault.drop_mid_stream(3))
+    expected = stream(message(3))
+    first_delta = through(expected, "response.output_text.delta")
+    mock.inject(Fault.drop_mid_stream(first_delta))
     seen: list[str] = []
     with pytest.raises(openai.APIConnectionError):
         seen = await create_collecting(mock, seen)
-    assert seen == [
-        "response.created",
-        "response.output_item.added",
-        "response.output_text.delta",
-    ]
+    assert seen == expected[:first_delta] and seen[-1] == "response.output_text.delta"
     assert mock.response_ids == []
     assert mock.pending_replies == 1
     assert mock.requests[0].status == 200
