@@ -97,7 +97,9 @@ def _message(out: _Events, reply: Reply, index: int, item: Mapping[str, Any]) ->
 
 def _other(out: _Events, reply: Reply, index: int, item: Mapping[str, Any]) -> None:
     kind = item.get("type")
-    started = {**copy.deepcopy(item), "status": "in_progress"}
+    started = copy.deepcopy(dict(item))
+    if "status" in item:  # a custom tool call has none [doc: ``ResponseCustomToolCall``]
+        started["status"] = "in_progress"
     if kind == "message":
         started["content"] = []
     elif kind == "function_call":
