@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
+import openai
 import pytest
 from agents import Agent, Runner, set_tracing_disabled
 
@@ -87,3 +88,39 @@ async def test_create_stream_true_yields_every_event_typed(mock: MockResponsesAP
     assert all(type(e).__name__.startswith("Response") for e in events)
     done = [e.item.id for e in events if e.type == "response.output_item.done"]
     assert done == [item["id"] for item in mock.response("resp_1")["output"]]
+
+
+async def test_input_items_lists_the_context_of_a_response(mock: MockResponsesAPI) -> None:
+    client = mock.client()
+    mock.enqueue(Reply.tool_call("f", {}, call_id="call_1"), Reply.text("done"))
+    first = await client.responses.create(model="gpt-4.1", input="hi")
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "42"}
+    second = await client.responses.create(
+        model="gpt-4.1", input=[output], previous_response_id=first.id
+    )
+    page = await client.responses.input_items.list(second.id, order="asc")
+    kinds = [item.type for item in page.data]
+    assert kinds == ["message", "function_call", "function_call_output"]
+    assert [item.id for item in page.data] == [
+        item["id"] for item in mock.transcript(second.id)[:3]
+    ]
+    assert (page.first_id, page.last_id, page.has_more) == (
+        page.data[0].id,
+        page.data[-1].id,
+        False,
+    )
+    newest = await client.responses.input_items.list(second.id, limit=2)
+    assert [item.type for item in newest.data] == ["function_call_output", "function_call"]
+    assert newest.has_more
+    rest = await client.responses.input_items.list(second.id, limit=2, after=newest.last_id)
+    assert [item.type for item in rest.data] == ["message"] and not rest.has_more
+    every = [item.id async for item in client.responses.input_items.list(second.id, limit=1)]
+    assert every == [item.id for item in reversed(page.data)]
+    wire = [(r.method, r.path, r.params) for r in mock.requests if "input_items" in r.path]
+    last = ("GET", f"/responses/{second.id}/input_items", {"limit": "1", "after": every[-2]})
+    assert wire[-1] == last
+
+
+async def test_input_items_of_an_unknown_response_is_404(mock: MockResponsesAPI) -> None:
+    with pytest.raises(openai.NotFoundError, match="resp_nope"):
+        await mock.client().responses.input_items.list("resp_nope")

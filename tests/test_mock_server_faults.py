@@ -75,6 +75,22 @@ async def test_faults_without_commit_store_nothing(
     ]
 
 
+@pytest.mark.parametrize(("retry_after", "header"), [(2, "2"), (2.0, "2"), (0.2, "1"), (1.5, "2")])
+async def test_retry_after_is_whole_seconds(
+    mock: MockResponsesAPI, retry_after: float, header: str
+) -> None:
+    mock.inject(Fault.rate_limit(retry_after=retry_after))
+    with pytest.raises(openai.RateLimitError) as info:
+        await mock.client().responses.create(model="gpt-4.1", input="a")
+    assert info.value.response.headers["retry-after"] == header
+    assert mock.requests[0].status == 429
+
+
+def test_a_negative_retry_after_is_refused() -> None:
+    with pytest.raises(ValueError, match="retry_after"):
+        Fault.rate_limit(retry_after=-1)
+
+
 async def test_status_fault_body_and_headers(mock: MockResponsesAPI) -> None:
     mock.inject(Fault.rate_limit(retry_after=2))
     with pytest.raises(openai.RateLimitError) as info:

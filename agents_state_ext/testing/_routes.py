@@ -134,7 +134,7 @@ class Backend:
     async def _compact(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         if not isinstance(record.json, dict):
             raise ApiError(400, "We could not parse the JSON body of your request.")
-        return _json(200, compact(self.state, record.json, model=self._model))
+        return _json(200, compact(self.state, record.json))
 
     async def _retrieve_response(
         self, request: httpx2.Request, record: RecordedRequest, response_id: str
