@@ -108,7 +108,8 @@ def _step(rng: random.Random, stored: bool, strategy: str) -> Step:
             then = "store_takeover" if stored else rng.choice(["loads_resume", "loads_new_turn"])
         return Step(script, streamed, way.name, Point(f"point #{probe}", probe=probe), then)
     request = rng.randrange(3)
-    after = rng.randrange(8) if way.mid_stream and streamed else 0
+    # 14: past the last frame of a short answer (a text message streams 11 frames).
+    after = rng.randrange(14) if way.mid_stream and streamed else 0
     label = f"req{request}" + (f" after {after} events" if after else "")
     return Step(script, streamed, way.name, Point(label, request=request, after_events=after), then)
 

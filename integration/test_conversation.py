@@ -48,7 +48,8 @@ async def test_turns_append_once_to_the_conversation(
     [
         Fault.status(500, commit=True),
         Fault.connect_error(commit=True),
-        Fault.drop_mid_stream(3, commit=True),
+        # after the first text delta: created, in_progress, item added, part added, delta
+        Fault.drop_mid_stream(5, commit=True),
     ],
     ids=["500-after-commit", "drop-after-commit", "mid-stream-after-commit"],
 )

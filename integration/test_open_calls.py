@@ -128,7 +128,9 @@ async def test_a_function_call_committed_but_never_heard_is_closed(
     """Conversation strategy: the server stored the call, the client got a 500 / a drop."""
     mock.enqueue(Reply.tool_call("get_weather", {"city": "Lima"}, call_id="call_l"))
     mock.inject(
-        Fault.status(500, commit=True) if not streamed else Fault.drop_mid_stream(2, commit=True)
+        Fault.status(500, commit=True)
+        if not streamed
+        else Fault.drop_mid_stream(3, commit=True)  # after the call's output_item.added
     )
     state, agent = state_for(mock, "conversation"), agent_for(mock)
     with pytest.raises(Exception):  # noqa: B017 - whatever the SDK makes of a 500 / a drop

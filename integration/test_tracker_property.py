@@ -27,7 +27,7 @@ FAULTS = {
     "429": lambda: Fault.rate_limit(),
     "drop": lambda: Fault.connect_error(),
     "timeout": lambda: Fault.timeout(),
-    "mid-stream": lambda: Fault.drop_mid_stream(2),
+    "mid-stream": lambda: Fault.drop_mid_stream(3),  # after the first output_item.added
     "accepted-then-500": lambda: Fault.status(500, commit=True),
     "accepted-then-drop": lambda: Fault.connect_error(commit=True),
 }

@@ -468,11 +468,13 @@ def test_a_connection_error_names_the_url() -> None:
 
 
 def test_the_sdks_log_lines_never_land_in_the_answer(api: Any, terminals: list[Terminal]) -> None:
+    from _grammar import message, stream, through
+
     from agents_state_ext.testing import Fault, Reply
 
     api.reset()
     api.enqueue(Reply.text("one two three four"))
-    api.inject(Fault.drop_mid_stream(3))
+    api.inject(Fault.drop_mid_stream(through(stream(message(2)), "response.output_text.delta")))
     env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": api.base_url}
     chat = open_terminal(terminals, "--strategy", "replay", env=env)
     chat.type("hi\r")

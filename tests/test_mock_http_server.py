@@ -17,6 +17,8 @@ from typing import Any
 
 import openai
 import pytest
+from _grammar import message, through
+from _grammar import stream as stream_of
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
@@ -192,18 +194,15 @@ async def test_a_fault_reaches_the_client_over_the_socket(
 @pytest.mark.anyio
 async def test_a_drop_mid_stream_closes_the_connection(server: MockServer) -> None:
     server.enqueue(Reply.text("one two three"))
-    server.inject(Fault.drop_mid_stream(3))
+    expected = stream_of(message(3))
+    server.inject(Fault.drop_mid_stream(through(expected, "response.output_text.delta")))
     seen: list[str] = []
     async with server.client() as client:
         with pytest.raises(openai.APIConnectionError):
             stream = await client.responses.create(model="gpt-4.1", input="a", stream=True)
             async for event in stream:
                 seen.append(event.type)
-        assert seen == [
-            "response.created",
-            "response.output_item.added",
-            "response.output_text.delta",
-        ]
+        assert seen == expected[: expected.index("response.output_text.delta") + 1]
         assert server.requests[0].events == seen
         assert (server.response_ids, server.pending_replies) == ([], 1)
         again = await client.responses.create(model="gpt-4.1", input="a")

@@ -8,6 +8,7 @@ from typing import Any
 
 import openai
 import pytest
+from _grammar import message, stream, through
 from agents import set_tracing_disabled
 
 from agents_state_ext.testing import (
@@ -72,6 +73,22 @@ async def test_faults_without_commit_store_nothing(
         "user: a",
         "assistant: kept",
     ]
+
+
+@pytest.mark.parametrize(("retry_after", "header"), [(2, "2"), (2.0, "2"), (0.2, "1"), (1.5, "2")])
+async def test_retry_after_is_whole_seconds(
+    mock: MockResponsesAPI, retry_after: float, header: str
+) -> None:
+    mock.inject(Fault.rate_limit(retry_after=retry_after))
+    with pytest.raises(openai.RateLimitError) as info:
+        await mock.client().responses.create(model="gpt-4.1", input="a")
+    assert info.value.response.headers["retry-after"] == header
+    assert mock.requests[0].status == 429
+
+
+def test_a_negative_retry_after_is_refused() -> None:
+    with pytest.raises(ValueError, match="retry_after"):
+        Fault.rate_limit(retry_after=-1)
 
 
 async def test_status_fault_body_and_headers(mock: MockResponsesAPI) -> None:
@@ -145,15 +162,13 @@ async def test_commit_faults_store_before_failing(
 
 async def test_drop_mid_stream_after_n_events(mock: MockResponsesAPI) -> None:
     mock.enqueue(Reply.text("one two three"))
-    mock.inject(Fault.drop_mid_stream(3))
+    expected = stream(message(3))
+    first_delta = through(expected, "response.output_text.delta")
+    mock.inject(Fault.drop_mid_stream(first_delta))
     seen: list[str] = []
     with pytest.raises(openai.APIConnectionError):
         seen = await create_collecting(mock, seen)
-    assert seen == [
-        "response.created",
-        "response.output_item.added",
-        "response.output_text.delta",
-    ]
+    assert seen == expected[:first_delta] and seen[-1] == "response.output_text.delta"
     assert mock.response_ids == []
     assert mock.pending_replies == 1
     assert mock.requests[0].status == 200

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 
 import openai
 import pytest
+from _grammar import message, through
+from _grammar import stream as stream_of
 from agents import set_tracing_disabled
 
 from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest, Reply
@@ -13,14 +15,9 @@ from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest, R
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
 
-TEXT_EVENTS = [
-    "response.created",
-    "response.output_item.added",
-    "response.output_text.delta",
-    "response.output_text.delta",
-    "response.output_item.done",
-    "response.completed",
-]
+TEXT_EVENTS = stream_of(message(2))
+ITEM_ADDED = through(TEXT_EVENTS, "response.output_item.added")
+FIRST_DELTA = through(TEXT_EVENTS, "response.output_text.delta")
 
 
 @pytest.fixture
@@ -50,10 +47,10 @@ async def test_each_request_records_its_status_error_and_events(mock: MockRespon
 
 
 async def test_a_drop_mid_stream_logs_only_the_events_sent(mock: MockResponsesAPI) -> None:
-    mock.inject(Fault.drop_mid_stream(2))
+    mock.inject(Fault.drop_mid_stream(ITEM_ADDED))
     with pytest.raises(openai.APIConnectionError):
         await stream(mock, input="hi")
-    assert mock.requests[0].events == TEXT_EVENTS[:2]
+    assert mock.requests[0].events == TEXT_EVENTS[:ITEM_ADDED]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -82,13 +79,13 @@ async def test_the_frame_hook_runs_at_every_point_of_an_answer_in_flight(
 
 async def test_a_cancel_from_the_frame_hook_stores_nothing(mock: MockResponsesAPI) -> None:
     async def hook(record: RecordedRequest, sent: int) -> None:
-        if sent == 3:
+        if sent == FIRST_DELTA:
             raise RuntimeError("stop here")
 
     mock.frame_hook = hook
     with pytest.raises(RuntimeError, match="stop here"):
         await stream(mock, input="hi")
-    assert mock.response_ids == [] and mock.requests[0].events == TEXT_EVENTS[:3]
+    assert mock.response_ids == [] and mock.requests[0].events == TEXT_EVENTS[:FIRST_DELTA]
 
 
 async def test_clear_faults_returns_and_drops_the_unused_ones(mock: MockResponsesAPI) -> None:

@@ -196,8 +196,9 @@ async def test_streamed_reasoning_events(mock: MockResponsesAPI) -> None:
     mock.enqueue(Reply.text("ok", reasoning="one two three"))
     events = events_of(await post(mock, input="hi", stream=True, include=ENC))
     types = [e["type"] for e in events]
-    assert types[:8] == [
+    assert types[:9] == [
         "response.created",
+        "response.in_progress",
         "response.output_item.added",
         "response.reasoning_summary_part.added",
         "response.reasoning_summary_text.delta",
@@ -206,15 +207,15 @@ async def test_streamed_reasoning_events(mock: MockResponsesAPI) -> None:
         "response.reasoning_summary_text.done",
         "response.reasoning_summary_part.done",
     ]
-    assert types.index("response.output_item.done") == 8
+    assert types.index("response.output_item.done") == 9
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    added, done = events[1]["item"], events[8]["item"]
+    added, done = events[2]["item"], events[9]["item"]
     assert added == {"type": "reasoning", "id": "rs_1", "summary": []}
     assert done["encrypted_content"].startswith("enc1.")
-    for event in events[2:8]:
+    for event in events[3:9]:
         assert (event["item_id"], event["output_index"], event["summary_index"]) == ("rs_1", 0, 0)
-    assert "".join(e["delta"] for e in events[3:6]) == "one two three"
-    assert events[6]["text"] == "one two three"
+    assert "".join(e["delta"] for e in events[4:7]) == "one two three"
+    assert events[7]["text"] == "one two three"
     assert events[-1]["response"]["output"][0] == done
 
 

@@ -8,6 +8,8 @@ import httpx
 import openai
 import pytest
 import respx
+from _grammar import START, message, through
+from _grammar import stream as stream_of
 
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
@@ -46,13 +48,14 @@ async def test_transport_faults_arrive_as_classic_httpx_errors(mock: MockRespons
         mock.inject(Fault.timeout())
         with pytest.raises(openai.APITimeoutError):
             await client.responses.create(model="gpt-4.1", input="x")
-        mock.inject(Fault.drop_mid_stream(2))
+        expected = stream_of(message(2))
+        mock.inject(Fault.drop_mid_stream(through(expected, "response.output_item.added")))
         with pytest.raises(openai.APIConnectionError) as caught:
             stream = await client.responses.create(model="gpt-4.1", input="x", stream=True)
             async for _ in stream:
                 pass
     assert isinstance(caught.value.__cause__, httpx.RemoteProtocolError)
-    assert mock.requests[-1].events == ["response.created", "response.output_item.added"]
+    assert mock.requests[-1].events == [*START, "response.output_item.added"]
 
 
 async def test_the_router_stops_with_the_mock() -> None:

@@ -39,20 +39,40 @@ async def test_sse_frames_on_the_wire(mock: MockResponsesAPI) -> None:
         events.append(event)
     assert [e["type"] for e in events] == [
         "response.created",
+        "response.in_progress",
         "response.output_item.added",
+        "response.content_part.added",
         "response.output_text.delta",
         "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
         "response.output_item.done",
         "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
         "response.output_item.done",
         "response.completed",
     ]
-    assert [e["sequence_number"] for e in events] == list(range(8))
-    created = events[0]["response"]
+    assert [e["sequence_number"] for e in events] == list(range(15))
+    created, in_progress = events[0]["response"], events[1]["response"]
     assert (created["id"], created["status"], created["output"]) == ("resp_1", "in_progress", [])
-    assert [e["delta"] for e in events[2:4]] == ["a ", "b"]
-    assert events[2]["item_id"] == "msg_2"
-    assert events[5]["item"]["arguments"] == ""
+    assert in_progress == created
+    text = {"item_id": "msg_2", "output_index": 0, "content_index": 0}
+    empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    assert events[3]["part"] == empty
+    assert [e["delta"] for e in events[4:6]] == ["a ", "b"]
+    assert all(e["logprobs"] == [] for e in events[4:7])
+    assert (events[6]["text"], events[7]["part"]["text"]) == ("a b", "a b")
+    for event in events[3:8]:
+        assert {k: event[k] for k in text} == text
+    assert events[9]["item"]["arguments"] == ""
+    call = {"item_id": "fc_1", "output_index": 1}
+    for event in events[10:13]:
+        assert {k: event[k] for k in call} == call
+    assert [e["delta"] for e in events[10:12]] == ['{"x": ', "1}"]
+    assert events[12]["arguments"] == '{"x": 1}'
+    assert events[13]["item"] == mock.response("resp_1")["output"][1]
     completed = events[-1]["response"]
     assert completed["status"] == "completed"
     assert completed["output"] == mock.response("resp_1")["output"]

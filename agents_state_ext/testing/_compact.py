@@ -26,9 +26,12 @@ def decode_compaction(encrypted_content: str) -> list[dict[str, Any]]:
     return items
 
 
-def compact(state: ServerState, body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
+def compact(state: ServerState, body: Mapping[str, Any]) -> dict[str, Any]:
     """A ``response.compaction`` object: every user message of the window, then one
     ``compaction`` item whose ``encrypted_content`` encodes the whole window.
+
+    Its fields are those of openai's ``CompactedResponse`` (``id``, ``object``,
+    ``created_at``, ``output``, ``usage``; no ``model``) [doc].
 
     The window is the context of ``previous_response_id`` (if any) followed by ``input``.
     Nothing is stored.
@@ -59,7 +62,6 @@ def compact(state: ServerState, body: Mapping[str, Any], *, model: str) -> dict[
         "id": state.ids.mint("resp"),
         "object": "response.compaction",
         "created_at": CREATED_AT,
-        "model": body.get("model") or model,
         "output": output,
         "usage": default_usage(window, user_messages).to_json(),
     }

@@ -17,6 +17,7 @@ __all__ = [
     "get_item",
     "list_items",
     "list_page",
+    "page_of",
     "retrieve",
     "update",
 ]
@@ -74,9 +75,14 @@ def _int_param(params: Mapping[str, str], name: str, default: int) -> int:
 def list_items(
     state: ServerState, conversation_id: str, params: Mapping[str, str]
 ) -> dict[str, Any]:
-    """``GET /conversations/{id}/items``: ``limit`` 1-100 (default 20), ``order`` (default desc),
-    ``after`` (an item id; the page starts after it in the chosen order)."""
-    items = state.conversation(conversation_id).items
+    """``GET /conversations/{id}/items``: one page (see :func:`page_of`)."""
+    return page_of(state.conversation(conversation_id).items, params)
+
+
+def page_of(items: list[dict[str, Any]], params: Mapping[str, str]) -> dict[str, Any]:
+    """One list page of ``items``: ``limit`` 1-100 (default 20), ``order`` (default desc),
+    ``after`` (an item id; the page starts after it in the chosen order) [doc: openai
+    ``conversations.items.list`` and ``responses.input_items.list``]."""
     limit = _int_param(params, "limit", 20)
     if limit > _MAX_LIMIT:
         raise ApiError(

@@ -1,8 +1,19 @@
 """The SSE events of a streamed response, in the order the real API sends them.
 
-Event types and fields follow openai-python's ``types/responses/response_*_event.py`` [doc]
-(``ResponseStreamEvent``); the order within an item is the one the openai ``responses.stream``
-helper accumulates (``lib/streaming/responses/_responses.py``) [doc].
+Sources. Event types and fields: openai-python's ``types/responses/response_*_event.py``
+(``ResponseStreamEvent``) [doc]. The order: the openai ``responses.stream`` helper
+(``lib/streaming/responses/_responses.py``, ``ResponseStreamState.accumulate_event``) [doc]
+needs ``response.created`` first, ``response.output_item.added`` before any event of that
+item, and ``response.content_part.added`` before the ``output_text.delta`` that indexes into
+the part (it reads ``output.content[content_index]``). The API reference's streaming example
+[doc] shows ``response.in_progress`` right after ``response.created``, and, per message,
+``output_item.added``, ``content_part.added``, the deltas, ``output_text.done``,
+``content_part.done``, ``output_item.done``. A function call streams
+``function_call_arguments.delta`` then ``function_call_arguments.done`` (``arguments``; the
+installed openai's event has no ``name``) [doc]. A content part starts empty
+(``text: ""``, ``annotations: []``, ``logprobs: []``) [obs: the API reference's example].
+How the real API cuts a text or the arguments into deltas is unknown; the mock cuts at words
+(at most three deltas) [inf].
 """
 
 from __future__ import annotations
@@ -48,38 +59,95 @@ def _reasoning(out: _Events, index: int, item: Mapping[str, Any]) -> None:
     out.add("response.output_item.done", output_index=index, item=copy.deepcopy(item))
 
 
+def _content_part(
+    out: _Events, where: Mapping[str, Any], part: Mapping[str, Any], deltas: tuple[str, ...]
+) -> None:
+    """One part of a message: ``output_text`` (text deltas) or ``refusal`` (refusal deltas)."""
+    refusal = part.get("type") == "refusal"
+    if refusal:
+        text = str(part.get("refusal", ""))
+        empty: dict[str, Any] = {"type": "refusal", "refusal": ""}
+        done: dict[str, Any] = {"type": "refusal", "refusal": text}
+    else:
+        text = str(part.get("text", ""))
+        empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        done = {"logprobs": [], **copy.deepcopy(dict(part))}
+    out.add("response.content_part.added", **where, part=empty)
+    if refusal:
+        for delta in split_words(text):
+            out.add("response.refusal.delta", **where, delta=delta)
+        out.add("response.refusal.done", **where, refusal=text)
+    else:
+        for delta in deltas:
+            out.add("response.output_text.delta", **where, delta=delta, logprobs=[])
+        out.add("response.output_text.done", **where, text=text, logprobs=[])
+    out.add("response.content_part.done", **where, part=done)
+
+
+def _message(out: _Events, reply: Reply, index: int, item: Mapping[str, Any]) -> None:
+    parts = [p for p in item.get("content") or [] if isinstance(p, Mapping)]
+    for content_index, part in enumerate(parts):
+        where = {"item_id": item.get("id"), "output_index": index, "content_index": content_index}
+        if len(parts) == 1:
+            deltas = reply.deltas_for(index, item)  # a scripted reply's chunks
+        else:
+            deltas = split_words(str(part.get("text", "")))
+        _content_part(out, where, part, deltas)
+
+
 def _other(out: _Events, reply: Reply, index: int, item: Mapping[str, Any]) -> None:
-    started = {**copy.deepcopy(item), "status": "in_progress"}
-    if item.get("type") == "message":
+    kind = item.get("type")
+    started = copy.deepcopy(dict(item))
+    if "status" in item:  # a custom tool call has none [doc: ``ResponseCustomToolCall``]
+        started["status"] = "in_progress"
+    if kind == "message":
         started["content"] = []
-    elif item.get("type") == "function_call":
+    elif kind == "function_call":
         started["arguments"] = ""
+    elif kind == "custom_tool_call":
+        started["input"] = ""
     out.add("response.output_item.added", output_index=index, item=started)
-    if item.get("type") == "message":
-        for delta in reply.deltas_for(index, item):
-            out.add(
-                "response.output_text.delta",
-                item_id=item.get("id"),
-                output_index=index,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-            )
+    where = {"item_id": item.get("id"), "output_index": index}
+    if kind == "message":
+        _message(out, reply, index, item)
+    elif kind == "function_call":
+        arguments = str(item.get("arguments", ""))
+        for delta in split_words(arguments):
+            out.add("response.function_call_arguments.delta", **where, delta=delta)
+        out.add("response.function_call_arguments.done", **where, arguments=arguments)
+    elif kind == "custom_tool_call":
+        text = str(item.get("input", ""))
+        for delta in split_words(text):
+            out.add("response.custom_tool_call_input.delta", **where, delta=delta)
+        out.add("response.custom_tool_call_input.done", **where, input=text)
     out.add("response.output_item.done", output_index=index, item=copy.deepcopy(item))
 
 
 def build_events(response: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     """The SSE events of a streamed response, the terminal event last.
 
-    Order: ``response.created``; per output item ``response.output_item.added``, its content
-    events, ``response.output_item.done``; then ``response.completed`` (``response.incomplete``
-    for an incomplete reply). A reasoning item streams, per summary part,
+    Order: ``response.created``, ``response.in_progress`` (both with status ``in_progress``,
+    no output, no usage); per output item ``response.output_item.added``, its content events,
+    ``response.output_item.done``; then ``response.completed`` (``response.incomplete`` for an
+    incomplete reply). A message streams, per content part, ``content_part.added``,
+    ``output_text.delta`` (one per word chunk, or the reply's ``chunks``),
+    ``output_text.done`` and ``content_part.done`` (a refusal part: ``refusal.delta`` and
+    ``refusal.done``); a function call ``function_call_arguments.delta`` (per word chunk of
+    the arguments) and ``function_call_arguments.done``; a custom tool call
+    ``custom_tool_call_input.delta``/``.done``. A reasoning item streams, per summary part,
     ``reasoning_summary_part.added``, ``reasoning_summary_text.delta`` (one per word chunk),
     ``reasoning_summary_text.done`` and ``reasoning_summary_part.done``.
     """
     out = _Events()
-    created = {**copy.deepcopy(response), "status": "in_progress", "output": [], "usage": None}
+    created = {
+        **copy.deepcopy(response),
+        "status": "in_progress",
+        "incomplete_details": None,
+        "output": [],
+        "usage": None,
+    }
     out.add("response.created", response=created)
+    out.add("response.in_progress", response=copy.deepcopy(created))
     for index, item in enumerate(response["output"]):
         if item.get("type") == "reasoning":
             _reasoning(out, index, item)

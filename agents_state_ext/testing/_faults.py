@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
@@ -77,8 +78,16 @@ class Fault:
         retry_after: float | None = None,
         commit: bool = False,
     ) -> Fault:
-        """HTTP 429 ``rate_limit_exceeded``, with a ``retry-after`` header when given."""
-        headers = {"retry-after": str(retry_after)} if retry_after is not None else None
+        """HTTP 429 ``rate_limit_exceeded``, with a ``retry-after`` header when given.
+
+        The header holds whole seconds, as HTTP's ``Retry-After`` delay-seconds does [doc: RFC
+        9110 section 10.2.3]: a fractional ``retry_after`` is rounded up (1.2 sends ``2``), so
+        a client never retries sooner than asked. ``ValueError`` for a negative one.
+        """
+        if retry_after is not None and retry_after < 0:
+            raise ValueError("retry_after must be >= 0")
+        seconds = math.ceil(retry_after) if retry_after is not None else None
+        headers = {"retry-after": str(seconds)} if seconds is not None else None
         return cls.status(
             429,
             message,

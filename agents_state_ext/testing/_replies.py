@@ -32,12 +32,20 @@ class Usage:
     output_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """The ``usage`` object of the Responses API."""
+        """The ``usage`` object of the Responses API [doc: openai ``ResponseUsage``].
+
+        ``input_tokens_details`` holds ``cached_tokens`` and ``cache_write_tokens`` (both
+        required by the installed openai's ``InputTokensDetails``).
+        """
         return {
             "input_tokens": self.input_tokens,
-            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "input_tokens_details": {
+                "cache_write_tokens": self.cache_write_tokens,
+                "cached_tokens": self.cached_tokens,
+            },
             "output_tokens": self.output_tokens,
             "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
             "total_tokens": self.input_tokens + self.output_tokens,

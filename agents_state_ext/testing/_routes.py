@@ -112,6 +112,7 @@ class Backend:
             ("POST", r"/responses", self._checked(_response_rule, self._create_response)),
             ("POST", r"/responses/compact", self._compact),
             ("GET", r"/responses/(?P<response_id>[^/]+)", self._retrieve_response),
+            ("GET", r"/responses/(?P<response_id>[^/]+)/input_items", self._input_items),
             ("DELETE", r"/responses/(?P<response_id>[^/]+)", self._delete_response),
             (
                 "POST",
@@ -169,12 +170,27 @@ class Backend:
     async def _compact(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         if not isinstance(record.json, dict):
             raise ApiError(400, "We could not parse the JSON body of your request.")
-        return _json(200, compact(self.state, record.json, model=self._model))
+        return _json(200, compact(self.state, record.json))
 
     async def _retrieve_response(
         self, request: httpx2.Request, record: RecordedRequest, response_id: str
     ) -> httpx2.Response:
         return _json(200, copy.deepcopy(self.state.stored_response(response_id).body))
+
+    async def _input_items(
+        self, request: httpx2.Request, record: RecordedRequest, response_id: str
+    ) -> httpx2.Response:
+        """``GET /responses/{id}/input_items``: the context the response was made from.
+
+        That is every item before its output: a previous response's or the conversation's
+        items, then the request's input [inf: "Items from this conversation are prepended to
+        ``input_items`` for this response request", openai ``response_create_params.py``],
+        paged like the conversation items (``limit``, ``after``, ``order``, default ``desc``).
+        """
+        stored = self.state.stored_response(response_id)
+        produced = len(stored.body.get("output") or [])
+        context = stored.transcript[: len(stored.transcript) - produced]
+        return _json(200, conversations.page_of(context, record.params))
 
     async def _delete_response(
         self, request: httpx2.Request, record: RecordedRequest, response_id: str
