@@ -22,6 +22,7 @@ import httpx
 import pytest
 from _asgi_client import ASGIClient
 from _backends import BACKENDS, redis_url, unique_name
+from _grammar import message, stream, through
 from agents import Agent, function_tool, set_tracing_disabled
 
 from agents_state_ext import AttemptRecord, InMemoryStore
@@ -59,7 +60,7 @@ def slow_reply() -> Reply:
 class Gate:
     """A mock frame hook that holds the answer before frame ``at`` until opened.
 
-    Streamed: frame 4 comes after ``response.created``, the item and two text deltas.
+    Streamed: held once the start events, the message's item and part and two text deltas went.
     Not streamed: the hook runs once, before the answer (``at`` 0).
     """
 
@@ -75,7 +76,8 @@ class Gate:
 
 
 def gate_for(streamed: bool) -> Gate:
-    return Gate(4 if streamed else 0)
+    two_deltas = through(stream(message(3)), "response.output_text.delta", 2)
+    return Gate(two_deltas if streamed else 0)
 
 
 @pytest.fixture

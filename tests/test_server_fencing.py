@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from _asgi_client import ASGIClient
 from _backends import BACKENDS
+from _grammar import call, message, stream, through
 from agents import Agent, function_tool, set_tracing_disabled
 
 from agents_state_ext.server import Lease, LeaseManager, LocalStopBus, create_app
@@ -141,12 +142,18 @@ def texts(items: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+HELD_AT = through(stream(message(3)), "response.output_text.delta", 2)
+"""A streamed answer is held after its second text delta, or after a call's item is done (both
+frame 6 of the mock's grammar: two start events, then ``added``, part or delta, ...)."""
+assert through(stream(call()), "response.output_item.done") == HELD_AT
+
+
 async def lapse_mid_answer(
     mock: MockResponsesAPI, pair: Workers, strategy: str, streamed: bool, reply: Reply
 ) -> tuple[str, Any, Gate]:
     """Worker A starts an answer and is held mid-way; then its lease lapses."""
     cid = await create(pair.a, strategy)
-    gate = Gate(4 if streamed else 0)
+    gate = Gate(HELD_AT if streamed else 0)
     mock.frame_hook = gate
     mock.enqueue(reply)
     response = await pair.a.open(
@@ -257,12 +264,10 @@ async def test_a_takeover_never_resends_into_a_conversation_the_lapsed_worker_ho
 ) -> None:
     """Conversation strategy, A's request in flight on the server conversation when B takes over.
 
-    Plain: B's request is refused (``conversation_locked``: A's request holds the conversation)
-    and the SDK does not resend it blindly: the attempt fails with 409
-    ``ConversationLockedError``. A's answer then lands (an open tool call A never answers: its
-    lease is gone), and B's retry goes on a new server conversation holding B's branch only.
-    Streamed: A's partial answer is on the branch (the user saw it) but not in the server
-    conversation, so B's send goes on a new conversation at once and meets no lock.
+    B's request is refused (``conversation_locked``: A's request holds the conversation) and the
+    SDK does not resend it blindly: the attempt fails with 409 ``ConversationLockedError``. A's
+    answer then lands (an open tool call A never answers: its lease is gone), and B's retry goes
+    on a new server conversation holding B's branch only.
     """
     pair = workers(InMemoryStore())
     tool = Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_1")
@@ -273,13 +278,10 @@ async def test_a_takeover_never_resends_into_a_conversation_the_lapsed_worker_ho
     )
     b_events = await bounded(taken.all_events())
     locked = [r for r in mock.requests if r.status == 400]
-    if not streamed:
-        name, body = b_events[-1]
-        assert name == "error" and body["status"] == 409, b_events[-1]
-        assert body["type"] == "ConversationLockedError", body
-        assert len(locked) == 1 and "Another process" in str(locked[0].error)  # no blind resend
-    else:
-        assert locked == []
+    name, body = b_events[-1]
+    assert name == "error" and body["status"] == 409, b_events[-1]
+    assert body["type"] == "ConversationLockedError", body
+    assert len(locked) == 1 and "Another process" in str(locked[0].error)  # no blind resend
 
     gate.opened.set()  # A gets its tool call, runs the tool, and would ask the model again
     mock.frame_hook = None
@@ -287,9 +289,8 @@ async def test_a_takeover_never_resends_into_a_conversation_the_lapsed_worker_ho
     assert events[-1][0] == "error" and events[-1][1]["type"] == "LeaseLostError", events[-1]
     assert len(mock.response_requests) == 2  # A's follow-up never went out
 
-    if not streamed:
-        again = await pair.b.open("POST", f"/api/conversations/{cid}/retry", {"stream": False})
-        b_events = await bounded(again.all_events())
+    again = await pair.b.open("POST", f"/api/conversations/{cid}/retry", {"stream": streamed})
+    b_events = await bounded(again.all_events())
     assert b_events[-1][0] == "record" and b_events[-1][1]["status"] == "complete", b_events[-1]
     last = mock.response_requests[-1]
     assert last["conversation"] != "conv_1"  # past A's request and its unanswered call
@@ -320,7 +321,7 @@ async def test_a_stop_that_finds_the_lapsed_holder_alive_again_asks_it_to_stop(
     with the attempt as it stood (still running); it asks A, and answers what A stored."""
     pair = workers(InMemoryStore(), leases=SeesALapse)
     cid = await create(pair.a, "previous_response")
-    gate = Gate(4 if streamed else 0)
+    gate = Gate(HELD_AT if streamed else 0)
     mock.frame_hook = gate
     mock.enqueue(slow_text())
     response = await pair.a.open(
