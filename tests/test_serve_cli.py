@@ -27,6 +27,17 @@ def test_serve_help_names_agent_and_documentation_a_wheel_reaches() -> None:
     assert "https://" not in text  # no invented public URL
 
 
+def test_the_pydoc_page_serve_help_names_lists_the_routes() -> None:
+    import pydoc
+
+    import agents_state_ext.server as server
+
+    text = pydoc.render_doc(server, renderer=pydoc.plaintext)
+    for method, path, _ in server.ROUTES:
+        assert f"{method:<7}{path}" in text
+    assert "python -m pydoc agents_state_ext.server.config" in text
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

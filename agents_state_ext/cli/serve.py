@@ -104,7 +104,7 @@ def serve(
 ) -> None:
     """Serve the chat API over HTTP: create, send, stop, retry, edit, switch, ...
 
-    The routes, their bodies and the settings are documented in the installed package: run
+    The app, its routes and its settings are documented in the installed package: run
     `python -m pydoc agents_state_ext.server` (and `python -m pydoc
     agents_state_ext.server.config` for every AGENTS_STATE_EXT_* variable).
 
