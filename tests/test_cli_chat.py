@@ -488,3 +488,60 @@ def test_the_sdks_log_lines_never_land_in_the_answer(api: Any, terminals: list[T
     logged = [ln for ln in lines if "Error streaming response" in ln]
     assert logged and all(ln.startswith("  log: Error streaming response") for ln in logged)
     assert f"connection to {api.base_url}/responses failed" in chat.text
+
+
+# -- numbering, replays and the attempt table (issue 27, item 9) --------------------------------
+
+
+def test_switch_n_is_the_branch_numbered_n_on_branches(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    first = run("chat", "--db", str(db), "--strategy", "replay", input="hi\n/edit 2 yo\n")
+    assert first.exit_code == 0, first.stderr
+    [stored] = chats(db)
+    script = "/branches\n/switch 1\n/branches\n/switch 2\n"
+    second = run("chat", "--db", str(db), "--conversation", stored["id"], input=script)
+    assert second.exit_code == 0, second.stderr
+    listed = re.findall(r"(?:^|you> ) ([ *])(\d)\. (msg_[0-9a-f]+) ", second.stdout, re.M)
+    assert [(star, n) for star, n, _ in listed] == [(" ", "1"), ("*", "2"), ("*", "1"), (" ", "2")]
+    leaves = {n: leaf for _, n, leaf in listed}
+    switched = re.findall(r"active leaf: (msg_[0-9a-f]+) ", second.stdout)
+    assert switched == [leaves["1"], leaves["2"]]  # never the system message, /path's 1
+
+
+def test_replay_in_chat_stays_on_the_branch_unless_asked_to_switch(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    first = run("chat", "--db", str(db), "--strategy", "replay", input="hi\n")
+    assert first.exit_code == 0, first.stderr
+    [stored] = chats(db)
+    answer = stored["graph"]["nodes"][-1]["id"]
+    script = "/replay 3\n/path\n/replay 3 switch\n/path\n"
+    second = run("chat", "--db", str(db), "--conversation", stored["id"], input=script)
+    assert second.exit_code == 0, second.stderr
+    out = second.stdout
+    kept, moved = re.findall(r"\[3\] (msg_[0-9a-f]+) assistant", out)
+    assert kept == answer[:12]  # the first replay left the active branch where it was
+    replays = [r["message_id"] for r in chats(db)[0]["attempts"] if r["replay_of"]]
+    assert len(replays) == 2 and moved == replays[1][:12]
+    assert "the active branch stays on" in out and "now on the replay" in out
+
+
+def test_the_attempt_table_shows_whole_ids_when_piped_at_any_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "chat.sqlite3"
+    assert run("chat", "--db", str(db), input="hi\n").exit_code == 0
+    [stored] = chats(db)
+    [record] = stored["attempts"]
+    for columns in ("120", "80", "300"):
+        monkeypatch.setenv("COLUMNS", columns)
+        for result in (
+            run("inspect", str(db)),
+            run("chat", "--db", str(db), "--conversation", stored["id"], input="/attempts\n"),
+        ):
+            assert result.exit_code == 0, result.stderr
+            assert record["attempt_id"] in result.stdout, (columns, result.stdout)
+            assert record["message_id"] in result.stdout, (columns, result.stdout)
+            lines = [line.replace("you> ", "") for line in result.stdout.splitlines()]
+            widest = max(len(line) for line in lines if "│" in line)  # the table's rows
+            if columns != "300":
+                assert widest <= int(columns), (columns, result.stdout)

@@ -1,16 +1,29 @@
-"""``chat --agent module:attr``: the user's own agent, and the model it talks to."""
+"""``--agent module:attr`` (``chat``, ``replay``, ``serve``): the user's own agent and its model."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from agents import Agent, Model, OpenAIResponsesModel
 
-__all__ = ["bind_model", "load_agent"]
+__all__ = ["agent_option", "bind_model", "load_agent"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def agent_option(command: _F) -> _F:
+    """The ``--agent MODULE:ATTR`` option, passed as ``agent_spec`` (the same for each command)."""
+    return click.option(
+        "--agent",
+        "agent_spec",
+        metavar="MODULE:ATTR",
+        help="Your own agents.Agent (or a function making one) instead of the built-in assistant.",
+    )(command)
 
 
 def load_agent(spec: str) -> Agent[Any]:

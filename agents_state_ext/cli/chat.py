@@ -35,7 +35,7 @@ from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
 from ..errors import StateExtError
 from ..stores import InMemoryStore, SQLiteStore
-from ._agent_spec import bind_model, load_agent
+from ._agent_spec import agent_option, bind_model, load_agent
 from ._prompt import LineSource, PipeLines, open_lines
 from ._refs import describe_error
 from .commands import COMMANDS_HELP, Commands
@@ -255,12 +255,7 @@ async def stream_answer(
 @click.option("--budget", help="Token budget of each request (a positive integer).")
 @click.option("--model", default="gpt-4.1", show_default=True, help="Model name.")
 @click.option("--system", default="You are a helpful assistant.", help="System message.")
-@click.option(
-    "--agent",
-    "agent_spec",
-    metavar="MODULE:ATTR",
-    help="Your own agents.Agent (or a function making one) instead of the built-in assistant.",
-)
+@agent_option
 @click.option("--offline", is_flag=True, help="Use the built-in mock even if a key is set.")
 def chat(
     db: str | None,

@@ -26,13 +26,15 @@ COMMANDS_HELP = """\
   /retry          answer the active user message again
   /edit REF [text]  replace user message REF (text: the rest of the line, else next line)
   /path           the active branch, numbered
-  /branches       every branch (its leaf), the active one starred
-  /switch REF     make message REF the active leaf
+  /branches       every branch (its leaf), numbered, the active one starred
+  /switch N|REF   make branch N of /branches (or message REF) the active leaf
   /budget N       token budget of each request (a positive integer, or off)
   /explain A B    what differed in what attempts A and B were sent
-  /replay A [model=NAME] [temperature=T] [top_p=P]  send attempt A's recorded request again
-                  as a new sibling (optionally overridden) and say whether it was identical
+  /replay A [model=NAME] [temperature=T] [top_p=P] [switch]  send attempt A's recorded
+                  request again as a new sibling (optionally overridden) and say whether it
+                  was identical; the active branch stays where it was unless `switch` is given
   REF             a message id or a unique prefix of one (msg_1a2b...), or its number on /path
+                  (/switch: a plain number is a branch of /branches instead)
   /tree           the whole graph;  /attempts  the attempt records
   /help           this list;  /quit  leave (so does end of input)"""
 
@@ -84,7 +86,7 @@ class Commands:
         elif name == "/branches":
             self._branches()
         elif name == "/switch":
-            node = await self.chat.switch(self._ref(_one(rest, "/switch REF")))
+            node = await self.chat.switch(self._branch_or_ref(_one(rest, "/switch N|REF")))
             self.say(f"active leaf: {short(node.id)} ({node.role}, {status_text(node)})")
             if node.status == "invalid":
                 self.say(f"[yellow]note:[/yellow] {_EDITED_AWAY}")
@@ -106,7 +108,8 @@ class Commands:
         elif name == "/tree":
             self.console.print(graph_tree(self.chat.graph, f"chat {self.chat.id}"))
         elif name == "/attempts":
-            self.console.print(attempts_table(await self.chat.attempts()))
+            records = await self.chat.attempts()
+            self.console.print(attempts_table(records, whole_ids=not self.console.is_terminal))
         else:
             raise click.UsageError(f"unknown command {name}; /help lists them")
         return True
@@ -129,13 +132,30 @@ class Commands:
         if not words:
             raise click.UsageError(_REPLAY_USAGE)
         ref, options = words[0], words[1:]
+        move = "switch" in options
+        options = [o for o in options if o != "switch"]
         ids = self._ids() + [r.attempt_id for r in await self.chat.attempts()]
         target = reference(ref, self.chat.active_path(), ids, what="attempt")
         model, settings = replay_options(options)
+        before = self.chat.graph.active_leaf
         replay = await self.chat.replay(target, model=model, model_settings=settings, stream=True)
         await self.stream(replay.attempt)
         report = await replay.report()
         self.say(escape(report.text()))
+        answer = report.replayed.message_id
+        waits = replay.attempt.status == "awaiting_approval"  # its tool calls need its branch
+        if before is not None and not move and not waits:
+            if self.chat.graph.active_leaf != before:
+                await self.chat.switch(before)
+            self.say(
+                f"[dim]the active branch stays on {short(before)}; /switch {short(answer)} "
+                "(or /replay A switch) moves onto the replay[/dim]"
+            )
+            return
+        if self.chat.graph.active_leaf != answer:
+            await self.chat.switch(answer)
+        why = " (its tool calls await approval)" if waits and not move else ""
+        self.say(f"[dim]now on the replay: active leaf {short(answer)}{why}[/dim]")
 
     async def _decide(self, name: str, rest: str) -> None:
         pending = await self.chat.pending_approvals()
@@ -196,6 +216,18 @@ class Commands:
                 f"({len(path)} messages) last question: {escape(asked)!r}"
             )
 
+    def _branch_or_ref(self, ref: str) -> str:
+        """``/switch``'s argument: a number of ``/branches`` (its leaf), else a message ref."""
+        if ref.isdigit():
+            branches = self.chat.graph.branches()
+            number = int(ref)
+            if not 1 <= number <= len(branches):
+                raise InvalidTargetError(
+                    f"there is no branch {number} (/branches numbers them 1 to {len(branches)})"
+                )
+            return branches[number - 1]
+        return self._ref(ref)
+
     def _ids(self) -> list[str]:
         return [n.id for n in self.chat.graph.nodes()]
 
@@ -210,7 +242,7 @@ _EDITED_AWAY = (
 )
 
 
-_REPLAY_USAGE = "usage: /replay A [model=NAME] [temperature=T] [top_p=P] [max_tokens=N]"
+_REPLAY_USAGE = "usage: /replay A [model=NAME] [temperature=T] [top_p=P] [max_tokens=N] [switch]"
 
 
 def replay_options(options: list[str]) -> tuple[str | None, ModelSettings | None]:

@@ -105,7 +105,11 @@ async def _inspect(target: str, conversation: str | None, as_json: bool) -> None
             f"{data['meta'].get('budget') or '∞'} branches={len(graph.branches())}"
         )
         console.print(graph_tree(graph, title))
-        console.print(attempts_table(records, title=f"attempts of {data['id']}"))
+        console.print(
+            attempts_table(
+                records, title=f"attempts of {data['id']}", whole_ids=not console.is_terminal
+            )
+        )
 
 
 async def _read(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from .._items import content_text
 from .._nodes import Node
 from ..chat.approvals import PendingApproval
 from ..errors import NodeNotFoundError
+from ._refs import short_ids
 
 __all__ = [
     "attempt_line",
@@ -42,9 +44,10 @@ _STATUS_STYLE = {
 
 
 def make_console() -> Console:
-    """A console for the CLI: 120 columns when output is not a terminal, no auto-highlighting."""
+    """A console for the CLI, no auto-highlighting: ``COLUMNS`` wide when set, else the
+    terminal's width, or 120 columns when output is not a terminal."""
     console = Console(highlight=False)
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
         console = Console(highlight=False, width=120)
     return console
 
@@ -114,22 +117,38 @@ def graph_tree(graph: ConversationGraph, title: str) -> Tree:
     return tree
 
 
-def attempts_table(records: Sequence[AttemptRecord], title: str | None = None) -> Table:
-    """Attempt records as a table: what each was sent and what came back."""
+def attempts_table(
+    records: Sequence[AttemptRecord], title: str | None = None, *, whole_ids: bool = True
+) -> Table:
+    """Attempt records as a table: what each was sent and what came back.
+
+    The attempt and message ids are never cut (``replay`` and ``/explain`` take them): whole
+    (``whole_ids``: output piped to a program), else each one's shortest unique prefix; the
+    other columns wrap to fit the console's width.
+    """
+    attempts = [r.attempt_id for r in records]
+    messages = [r.message_id for r in records]
+    if whole_ids:
+        shown = {i: i for i in attempts + messages}
+    else:
+        shown = {**short_ids(attempts), **short_ids(messages)}
     table = Table(title=title, show_lines=False, pad_edge=False)
-    for column in ("attempt", "message", "status", "owner", "model", "budget"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("cursor before → after", no_wrap=True)
-    table.add_column("response / server request", no_wrap=True)
-    table.add_column("context: message:tokens (+ sent) = used")
+    for column, ids in (("attempt", attempts), ("message", messages)):
+        widest = max((len(shown[i]) for i in ids), default=len(column))
+        table.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
+    for column in ("status", "owner", "model", "budget"):
+        table.add_column(column, overflow="fold")
+    table.add_column("cursor before → after", overflow="fold")
+    table.add_column("response / server request", overflow="fold")
+    table.add_column("context: message:tokens (+ sent) = used", overflow="fold")
     for r in records:
         style = _STATUS_STYLE.get(r.status, "")
         budget = "∞" if r.budget is None else str(r.budget)
         if r.overflow:
             budget += " [red]overflow[/red]"
         table.add_row(
-            short(r.attempt_id),
-            short(r.message_id),
+            shown[r.attempt_id],
+            shown[r.message_id],
             f"[{style}]{r.status}[/{style}]{escape(invalidation(r))}",
             r.state_owner or "-",
             escape(r.model or "-"),

@@ -29,6 +29,7 @@ from ..chat import Attempt, open_conversation
 from ..chat.plan import ReplayReport
 from ..errors import AttemptNotFoundError
 from ..stores import ConversationStore
+from ._agent_spec import agent_option
 from ._refs import describe_error, short_ids
 from .chat import chat_agent, sdk_logs_held
 from .inspect import STORE_HELP, is_store_url, open_cli_store, pick_conversation
@@ -61,12 +62,7 @@ _DEFAULT_MODEL = "gpt-4.1"  # only for a record that names no model: ``chat``'s 
     help="Stream the answer as it arrives.",
 )
 @click.option("--offline", is_flag=True, help="Use the built-in mock even if a key is set.")
-@click.option(
-    "--agent",
-    "agent_spec",
-    metavar="MODULE:ATTR",
-    help="Your own agents.Agent (or a function making one) instead of the built-in assistant.",
-)
+@agent_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def replay(
     store: str,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..chat import STRATEGIES
+from ._agent_spec import agent_option, load_agent
 
 if TYPE_CHECKING:
     from ..server.config import ServeSettings
@@ -68,6 +69,7 @@ __all__ = ["serve"]
     help="Base URL of a mock Responses API server (…/v1) to answer with.",
 )
 @click.option("--model", default="gpt-4.1", show_default=True, help="Model name.")
+@agent_option
 @click.option(
     "--strategy",
     type=click.Choice(STRATEGIES),
@@ -95,13 +97,20 @@ def serve(
     token_file: str | None,
     mock_url: str | None,
     model: str,
+    agent_spec: str | None,
     strategy: str,
     lease_ttl: float,
     log_level: str,
 ) -> None:
-    """Serve the chat API (docs/serve.md): create, send, stop, retry, edit, switch, ...
+    """Serve the chat API over HTTP: create, send, stop, retry, edit, switch, ...
 
-    Without OPENAI_API_KEY the answers come from an offline mock. Secrets given as options
+    The app, its routes and its settings are documented in the installed package: run
+    `python -m pydoc agents_state_ext.server` (and `python -m pydoc
+    agents_state_ext.server.config` for every AGENTS_STATE_EXT_* variable).
+
+    Without OPENAI_API_KEY the answers come from an offline mock. --agent MODULE:ATTR serves
+    your own agent (instructions, tools) instead of a plain assistant: each worker imports
+    it (env AGENTS_STATE_EXT_AGENT), on the mock model when offline. Secrets given as options
     (--token, a password in --store) show in the process list: prefer --token-file or the
     environment variables. Listening beyond loopback
     needs --token; several workers need --redis and a shared store. Each option may also be
@@ -123,6 +132,7 @@ def serve(
             tokens=given or base.tokens,
             mock_url=mock_url,
             model=model,
+            agent=agent_spec or base.agent,
             strategy=strategy,
             lease_ttl=lease_ttl,
         )
@@ -131,6 +141,8 @@ def serve(
         (settings.replace(mock_url="(started by serve)") if starts_mock else settings).check()
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    if settings.agent:
+        load_agent(settings.agent)  # a bad --agent is one line here, not a crash in each worker
     _preflight(settings)
     with _shared_mock(settings) as url:
         if url is not None:

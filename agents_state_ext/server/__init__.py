@@ -48,3 +48,10 @@ __all__ = [
     "create_app",
     "parse_tokens",
 ]
+
+__doc__ = (__doc__ or "") + (
+    "\n\nRoutes (method, path, handler; ``agents-state-ext serve`` serves them):\n\n"
+    + "\n".join(f"    {method:<7}{path}  ({name})" for method, path, name in ROUTES)
+    + "\n\nThe settings and their ``AGENTS_STATE_EXT_*`` variables: "
+    "``python -m pydoc agents_state_ext.server.config``.\n"
+)

@@ -16,6 +16,8 @@ worker:
 ``AGENTS_STATE_EXT_TOKENS_FILE``    a file of ``USER=SECRET`` lines (kept out of ``ps``)
 ``AGENTS_STATE_EXT_MOCK_URL``       base URL of a mock Responses API server (``.../v1``)
 ``AGENTS_STATE_EXT_MODEL``          model name (default ``gpt-4.1``)
+``AGENTS_STATE_EXT_AGENT``          ``module:attr`` of the ``agents.Agent`` (or a function making
+                                    one) that answers; default: a plain assistant
 ``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
 ``AGENTS_STATE_EXT_LEASE_TTL``      seconds a conversation's lease lasts unrenewed (default 15)
 ``AGENTS_STATE_EXT_NAMESPACE``      prefix of the stop bus's Redis channels
@@ -70,6 +72,8 @@ class ServeSettings:
     strategy: str = "previous_response"
     lease_ttl: float = 15.0
     namespace: str = DEFAULT_NAMESPACE
+    agent: str | None = None
+    """``module:attr`` of the agent that answers (``--agent``); ``None``: a plain assistant."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names answered besides loopback and the bound address (``--allowed-host``)."""
     api_key: bool = field(default=False, repr=False)
@@ -132,6 +136,7 @@ class ServeSettings:
         env = {
             "STORE": self.store,
             "MODEL": self.model,
+            "AGENT": self.agent or "",
             "STRATEGY": self.strategy,
             "LEASE_TTL": repr(self.lease_ttl),
             "NAMESPACE": self.namespace,
@@ -169,6 +174,7 @@ class ServeSettings:
             tokens=tokens,
             mock_url=get("MOCK_URL"),
             model=get("MODEL") or cls.model,
+            agent=get("AGENT"),
             strategy=get("STRATEGY") or cls.strategy,
             lease_ttl=lease_ttl,
             namespace=get("NAMESPACE") or DEFAULT_NAMESPACE,

@@ -69,13 +69,21 @@ async def open_resources(settings: ServeSettings) -> AsyncIterator[Resources]:
 
 @contextlib.asynccontextmanager
 async def _agent(settings: ServeSettings) -> AsyncIterator[Agent[Any]]:
+    """The agent of ``settings.agent`` (default: a plain assistant) on the settings' model."""
+    from ..cli._agent_spec import bind_model, load_agent  # the one loader ``--agent`` uses
+
+    own = load_agent(settings.agent) if settings.agent else None
     source = settings.model_source
     if source == "offline":
         from ..testing import MockResponsesAPI  # the kit loads only for the offline model
 
         async with MockResponsesAPI(model=settings.model) as mock:
             mock.responder = offline_reply
-            yield Agent(name="assistant", model=mock.model(settings.model))
+            model = mock.model(settings.model)
+            if own is not None:  # offline, the user's agent (tools, instructions) on the mock
+                yield own.clone(model=model)
+            else:
+                yield Agent(name="assistant", model=model)
         return
     from openai import AsyncOpenAI
 
@@ -84,8 +92,12 @@ async def _agent(settings: ServeSettings) -> AsyncIterator[Agent[Any]]:
     else:
         client = AsyncOpenAI()
     try:
-        yield Agent(
-            name="assistant", model=OpenAIResponsesModel(model=settings.model, openai_client=client)
-        )
+        if own is not None:
+            yield bind_model(own, settings.model, client)
+        else:
+            yield Agent(
+                name="assistant",
+                model=OpenAIResponsesModel(model=settings.model, openai_client=client),
+            )
     finally:
         await client.close()
