@@ -25,13 +25,16 @@ from itertools import compress, count, islice
 from typing import Any, overload
 
 from ._graph import ConversationGraph
-from ._nodes import Node
+from ._nodes import Node, branch_status
 from ._tokens import MessageCounter
 from .errors import ContextOverflowError, GraphError
 
 __all__ = ["ContextIndex", "ContextSelection", "select_context"]
 
 _id_of = operator.attrgetter("id")
+# What a node on the branch being answered counts as: an edited-away version the person
+# switched back to is continued, so its messages count as what they were before the edit.
+_status = branch_status
 
 
 @dataclass(frozen=True)
@@ -409,7 +412,7 @@ class ContextIndex:
         nodes = self._nodes
         for t in reversed(picked):
             at = self._turn_at[t]
-            if nodes[at].status != "complete" or nodes[at + 1].status != "complete":
+            if _status(nodes[at]) != "complete" or _status(nodes[at + 1]) != "complete":
                 return at
         raise AssertionError("every picked turn is complete")  # pragma: no cover
 
@@ -424,7 +427,7 @@ class ContextIndex:
         for t in reversed(turns):
             at = turn_at[t]
             user, assistant = nodes[at], nodes[at + 1]
-            if user.status != "complete" or assistant.status != "complete":
+            if _status(user) != "complete" or _status(assistant) != "complete":
                 return None
             out += (user, assistant)
             counts += pair_counts[2 * t : 2 * t + 2]
@@ -457,7 +460,7 @@ class ContextIndex:
             # Without the graph's journal, in-place changes to kept turns go unseen here.
             self._last = None
             for at in self._pending:
-                if at < shared and nodes[at].status != status[at]:
+                if at < shared and _status(nodes[at]) != status[at]:
                     shared = at
                     break
         self._truncate(shared)
@@ -483,7 +486,7 @@ class ContextIndex:
         if start and nodes[-1].role == "user" and status[-1] == "complete":
             user = nodes[-1]
         for at, node in enumerate(new, start):
-            role, state = node.role, node.status
+            role, state = node.role, _status(node)
             status.append(state)
             if state == "complete" and role == "user":
                 user = node

@@ -22,7 +22,7 @@ from typing import Any
 from ._content import content_problem
 from ._ids import uuid4_hex
 from ._items import copy_json
-from ._nodes import NODE_STATUSES, Node, NodeStatus, Role
+from ._nodes import NODE_STATUSES, Node, NodeStatus, Role, branch_status
 from .errors import (
     GraphError,
     InvalidTargetError,
@@ -205,8 +205,10 @@ class ConversationGraph:
     def add_user(self, content: Content, *, parent_id: str | None = None) -> Node:
         """Append a user message under ``parent_id`` (default: the active leaf); it becomes active.
 
-        The parent must be a system message or a finished, valid assistant attempt (or none
-        for a new root); a string becomes one user ``message`` item.
+        The parent must be a system message or a finished assistant attempt (or none for a
+        new root); a string becomes one user ``message`` item. An ``invalid`` parent (an
+        edited-away version) is continued only on the active branch (``switch`` there first),
+        and only if it had ended before the edit.
         """
         parent = self.get(parent_id) if parent_id is not None else self._leaf_node()
         if parent is not None:
@@ -350,6 +352,11 @@ class ConversationGraph:
         (the new node's id) and ``meta["status_before_invalid"]``; the new node carries
         ``meta["edit_of"]``. Nothing is deleted and the old version keeps its own status. An
         attempt still in flight under it turns invalid too, so its stream can no longer land.
+
+        The marks are history: the edited branch never runs through them. Switching back into
+        the old version makes it the active branch again, and there its nodes count as what
+        they were before the edit (``branch_status``): ``add_user``, ``retry`` and ``edit``
+        continue it and a request sends its complete turns; the nodes stay ``invalid``.
         """
         old = self.get(user_id)
         if old.role != "user":
@@ -512,9 +519,21 @@ class ConversationGraph:
         return self._nodes[self._leaf] if self._leaf is not None else None
 
     def _check_appendable(self, node: Node) -> None:
-        # Invalidation covers whole subtrees, so a valid node never has an invalid ancestor.
-        if node.status == "invalid":
-            raise InvalidTransitionError(f"{node.id} is invalid (replaced by an edit)")
+        # An edited-away version goes on only where the person went back to it: on the
+        # active branch (switch there first), and only from what had ended before the edit.
+        if node.status != "invalid":
+            return
+        if node.id not in self._pos:
+            raise InvalidTransitionError(
+                f"{node.id} is invalid (replaced by an edit) and off the active branch: "
+                "switch to it first to continue that version"
+            )
+        before = branch_status(node)
+        if before == "invalid" or before in _UNFINISHED:
+            raise InvalidTransitionError(
+                f"{node.id} was replaced by an edit while it was {before}: it cannot be "
+                "continued (retry its user message instead)"
+            )
 
     def _in_flight(self, node_id: str, action: str, *, paused: bool = False) -> Node:
         node = self.get(node_id)

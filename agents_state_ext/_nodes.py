@@ -10,7 +10,7 @@ from ._items import content_text, copy_json
 from .errors import GraphError
 from .types import NodeStatus, Role
 
-__all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role"]
+__all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role", "branch_status"]
 
 NODE_STATUSES: tuple[NodeStatus, ...] = (
     "queued",
@@ -107,3 +107,19 @@ _TEXT_FIELDS = (
     ("attempt_id", True),
     ("request_id", True),
 )
+
+
+def branch_status(node: Node) -> NodeStatus:
+    """What ``node`` counts as on a branch that runs through it: its status, or for an
+    ``invalid`` one the status it had before the edit (``invalid`` when that is unknown).
+
+    An edit's ``invalid`` mark is history: the version was replaced on the edited branch,
+    which never runs through it. A branch that does (the person switched back to the old
+    version) continues it, so there its messages count as what they were.
+    """
+    if node.status != "invalid":
+        return node.status
+    before = node.meta.get("status_before_invalid")
+    if before in NODE_STATUSES and before != "invalid":
+        return before  # type: ignore[no-any-return]
+    return "invalid"

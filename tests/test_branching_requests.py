@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agents_state_ext._context import ContextIndex, ContextSelection, select_context
 from agents_state_ext._graph import ConversationGraph, InvalidTargetError
-from agents_state_ext._nodes import Node
+from agents_state_ext._nodes import Node, branch_status
 from agents_state_ext._tokens import TokenCounter, item_texts
 from agents_state_ext.errors import ContextOverflowError, InvalidTransitionError
 from agents_state_ext.testing.tokens import FixedTokenCounter
@@ -107,8 +107,9 @@ def check_selection_rules(selection: ContextSelection, path: Sequence[Node], cou
     assert len(history) % 2 == 0
     positions = {n.id: i for i, n in enumerate(path)}
     for user, reply in zip(history[::2], history[1::2], strict=True):
-        assert (user.role, user.status) == ("user", "complete")
-        assert (reply.role, reply.status) == ("assistant", "complete")
+        # An edited-away version on the path (switched back to) counts as it was before.
+        assert (user.role, branch_status(user)) == ("user", "complete")
+        assert (reply.role, branch_status(reply)) == ("assistant", "complete")
         assert reply.parent_id == user.id and positions[reply.id] == positions[user.id] + 1
     assert [positions[n.id] for n in history] == sorted(positions[n.id] for n in history)
     assert selection.tokens == {n.id: counter.count(n.id, n.items) for n in nodes}
@@ -132,7 +133,8 @@ def reference(path: Sequence[Node], budget: int, counter: Any) -> tuple[list[str
     turns = [
         (u, a)
         for u, a in itertools.pairwise(path[:-1])
-        if (u.role, u.status, a.role, a.status) == ("user", "complete", "assistant", "complete")
+        if (u.role, branch_status(u), a.role, branch_status(a))
+        == ("user", "complete", "assistant", "complete")
     ]
     left, picked = budget - need, []
     for u, a in reversed(turns):
@@ -419,21 +421,21 @@ def test_switch_back_to_the_old_version_after_an_edit() -> None:
     assert sent(request(graph)) == ["Plan a trip to Rome", "Day one: Colosseum.", "Make it longer"]
 
 
-def test_switching_into_an_edited_away_branch_sends_none_of_its_stale_turns() -> None:
+def test_switching_into_an_edited_away_branch_continues_it_with_its_turns() -> None:
     graph = make_graph()
     system = graph.add_system("sys")
     u1, a1 = turn(graph, "first question", "first answer")
     u2, a2 = turn(graph, "second question", "second answer")
     u3 = graph.add_user("third question")
     assert request(graph).turns == 2  # the index now holds both turns as complete
-    graph.edit(u1.id, "first question, edited")
+    edited = graph.edit(u1.id, "first question, edited")
+    assert ids(request(graph).nodes) == [system.id, edited.id]  # none of the old version
     graph.switch(u3.id)  # straight back into the old branch, no request in between
     assert [n.status for n in (u1, a1, u2, a2, u3)] == ["complete", *["invalid"] * 4]
+    # The person went back to that version: it is the branch continued, turns and all.
     selection = request(graph)
-    assert ids(selection.nodes) == [system.id, u3.id]
-    assert "first answer" not in sent(selection) and "second answer" not in sent(selection)
-    with pytest.raises(InvalidTransitionError):
-        graph.start_attempt()  # nothing can continue an invalid branch
+    assert ids(selection.nodes) == [system.id, u1.id, a1.id, u2.id, a2.id, u3.id]
+    assert graph.start_attempt().parent_id == u3.id
 
 
 # -- (5) tool-call turns -----------------------------------------------------------------------
@@ -654,17 +656,22 @@ def _act(graph: ConversationGraph, data: st.DataObject, step: int) -> str:
     nodes = graph.nodes()
     leaf = graph.get(graph.active_leaf) if graph.active_leaf else None
     in_flight = [n for n in nodes if n.status in IN_FLIGHT]
-    users = [n for n in nodes if n.role == "user" and n.status != "invalid"]
+    # An edited-away version goes on where the active branch runs through it (switched back).
+    users = [
+        n
+        for n in nodes
+        if n.role == "user" and (n.status != "invalid" or graph.position(n.id) is not None)
+    ]
     options: list[str] = ["switch", "switch_user"] if nodes else []
     if all(n.role == "system" for n in nodes):
         options.append("system")
     if (
         leaf is None
         or leaf.role == "system"
-        or (leaf.role == "assistant" and leaf.status in FINISHED)
+        or (leaf.role == "assistant" and branch_status(leaf) in FINISHED)
     ):
         options += ["user", "user", "turn", "turn", "turn"]
-    if leaf is not None and leaf.role == "user" and leaf.status != "invalid":
+    if leaf is not None and leaf.role == "user":
         options += ["attempt"] * 3
     if in_flight:
         options += ["stream", "tools", "complete", "complete", "complete", "fail", "stop"]
@@ -739,4 +746,4 @@ def test_random_actions_a_reused_index_matches_a_fresh_build_and_the_spec(
             continue
         # request() compares the graph's reused index with a fresh build and the reference.
         selection = request(graph, data.draw(st.integers(0, 80)))
-        assert all(node.status == "complete" for node in selection.nodes[:-1])
+        assert all(branch_status(node) == "complete" for node in selection.nodes[:-1])

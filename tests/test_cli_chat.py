@@ -327,7 +327,7 @@ def test_an_unknown_conversation_prefix_is_one_line(tmp_path: Path) -> None:
     assert "is ambiguous" in line and line.count("chat_") >= 3
 
 
-def test_sending_on_an_edited_away_branch_fails_with_a_hint(tmp_path: Path) -> None:
+def test_sending_on_an_edited_away_branch_continues_it(tmp_path: Path) -> None:
     db = tmp_path / "chat.sqlite3"
     script = f"{LONG}\n/stop\n/edit 2 short\n/branches\n"
     result = run("chat", "--db", str(db), "--strategy", "replay", input=script)
@@ -344,11 +344,17 @@ def test_sending_on_an_edited_away_branch_fails_with_a_hint(tmp_path: Path) -> N
     )  # fmt: skip
     assert again.exit_code == 0, again.stderr
     out = again.stdout
-    assert "(assistant, invalid (was cancelled))" in out and "note: this branch was edited" in out
+    assert "(assistant, invalid (was cancelled))" in out and "note: this version was edited" in out
     assert "invalid (was cancelled)" in out.split("/path", 1)[-1]
-    assert "error: cannot send: this branch was edited away" in out
-    assert "/switch to one of them, or /edit a message" in out
-    assert len(chats(db)[0]["attempts"]) == 2  # "more" was never sent
+    assert "error:" not in out
+    [after] = chats(db)
+    assert len(after["attempts"]) == 3  # "more" was sent, on the old version's branch
+    nodes = {n["id"]: n for n in after["graph"]["nodes"]}
+    more = next(
+        n for n in nodes.values() if n["role"] == "user" and n["items"][0]["content"] == "more"
+    )
+    assert more["parent_id"] == stopped["message_id"]
+    assert nodes[stopped["message_id"]]["status"] == "invalid"  # the mark stays
 
 
 def test_an_empty_message_is_not_sent(tmp_path: Path) -> None:

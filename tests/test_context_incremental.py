@@ -275,7 +275,8 @@ def long_graph(turns: int) -> ConversationGraph:
     return graph
 
 
-def test_an_old_turn_invalidated_by_an_edit_is_dropped_after_switching_back() -> None:
+def test_old_turns_an_edit_invalidated_are_kept_after_switching_back_to_them() -> None:
+    """Switching back continues the old version: its turns count as before the edit."""
     graph = long_graph(40)
     index, counter = ContextIndex(), WordCounter()
     old_leaf = graph.active_leaf
@@ -288,7 +289,9 @@ def test_an_old_turn_invalidated_by_an_edit_is_dropped_after_switching_back() ->
     assert summary(after) == summary(
         select_context(graph.active_path(), budget=10_000, counter=counter)
     )
-    assert {n.id for n in after.nodes} == {n.id for n in after.nodes[:3]} | {old_leaf}
+    assert [n.id for n in after.nodes] == [n.id for n in before.nodes]
+    assert graph.get(early_user.id).status == "complete"
+    assert after.nodes[4].status == "invalid"  # the edit's marks stay, as history
 
 
 def test_many_changes_between_builds_are_still_seen() -> None:
@@ -296,7 +299,7 @@ def test_many_changes_between_builds_are_still_seen() -> None:
     graph = long_graph(30)
     index, counter = ContextIndex(), WordCounter()
     leaf = str(graph.active_leaf)
-    select_context(graph, budget=10_000, counter=counter, index=index)
+    first = select_context(graph, budget=10_000, counter=counter, index=index)
     pending = next(n for n in graph.active_path() if n.status == "cancelled")
     user = str(pending.parent_id)
     for _ in range(2_500):  # each: a queued attempt, then cancelled and failed
@@ -307,7 +310,8 @@ def test_many_changes_between_builds_are_still_seen() -> None:
     reused = select_context(graph, budget=10_000, counter=counter, index=index)
     fresh = select_context(graph.path_to(leaf), budget=10_000, counter=counter)
     assert summary(reused) == summary(fresh)
-    assert reused.turns == 0
+    assert reused.turns == first.turns  # back on the old version: it is continued
+    assert graph.active_path()[2].status == "invalid"
 
 
 def test_a_new_turn_is_indexed_without_recounting_the_history() -> None:

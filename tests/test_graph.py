@@ -248,10 +248,42 @@ def test_switch_back_to_an_edited_branch_and_continue_from_a_valid_node() -> Non
     graph.edit(u2, "Rome?")
     graph.switch(a2)
     assert ids(graph.active_path()) == [u1, a1, u2, a2]
-    with pytest.raises(InvalidTransitionError):
-        graph.add_user("More?")
     retried = graph.retry(u2)  # the old version itself is still valid
     assert retried.parent_id == u2
+
+
+def test_an_edited_away_version_continues_once_switched_back_to_and_keeps_its_marks() -> None:
+    graph = make_graph()
+    u1, a1 = turn(graph, "Paris?", "Sunny")
+    u2, a2 = turn(graph, "Tomorrow?", "Rain")
+    edit = graph.edit(u1, "Rome?")
+    with pytest.raises(InvalidTransitionError, match="switch to it first"):
+        graph.add_user("More?", parent_id=a2)  # off the active branch: not continued
+    with pytest.raises(InvalidTransitionError, match="switch to it first"):
+        graph.retry(u2)
+    graph.switch(a2)
+    more = graph.add_user("More?")
+    assert more.parent_id == a2 and more.status == "complete"
+    assert [graph.get(n).status for n in (a1, u2, a2)] == ["invalid"] * 3
+    assert graph.get(a2).meta["invalidated_by"] == edit.id
+    # Retry and edit work on that branch too; an edit there marks only what it replaces.
+    again = graph.retry(u2)
+    assert again.parent_id == u2
+    graph.stop(again.id)
+    graph.switch(more.id)
+    redo = graph.edit(u2, "The day after?")
+    assert graph.get(a2).meta["invalidated_by"] == edit.id  # the first mark stays
+    assert graph.get(more.id).meta["invalidated_by"] == redo.id
+
+
+def test_an_attempt_edited_away_while_it_ran_is_not_continued() -> None:
+    graph = make_graph()
+    user = graph.add_user("Paris?")
+    running = graph.start_attempt()
+    graph.edit(user.id, "Rome?")
+    graph.switch(running.id)
+    with pytest.raises(InvalidTransitionError, match="while it was queued"):
+        graph.add_user("More?")
 
 
 def test_branches_and_path_to() -> None:

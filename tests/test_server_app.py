@@ -427,6 +427,31 @@ async def test_retry_edit_switch_tree_attempts_and_explain(
     assert diff["text"].startswith(f"attempt {first['attempt_id']} -> {edited['attempt_id']}")
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_send_after_switching_back_to_an_edited_away_version_continues_it(
+    mock: MockResponsesAPI, apps: Apps, strategy: str
+) -> None:
+    client = apps()
+    cid = await create(client, strategy=strategy)
+    first = (await answer(client, cid, "messages", {"content": "first"}))[-1][1]
+    second = (await answer(client, cid, "messages", {"content": "second"}))[-1][1]
+    body = {"user_id": first["parent_user_id"], "content": "first, edited"}
+    edited = (await answer(client, cid, "edit", body))[-1][1]
+    status, _ = await client.post(
+        f"/api/conversations/{cid}/switch", {"node_id": second["message_id"]}
+    )
+    assert status == 200
+    after = (await answer(client, cid, "messages", {"content": "third"}))[-1][1]
+    assert after["status"] == "complete"
+    old = ["be brief", "first", "echo: first", "second", "echo: second"]
+    assert texts(mock.transcript(after["response_id"])) == [*old, "third", "echo: third"]
+    shown = (await client.get(f"/api/conversations/{cid}"))[1]
+    assert [n["text"] for n in shown["active_path"]] == [*old, "third", "echo: third"]
+    nodes = {n["id"]: n for n in (await client.get(f"/api/conversations/{cid}/tree"))[1]["nodes"]}
+    assert nodes[second["message_id"]]["status"] == "invalid"  # the mark stays
+    assert nodes[edited["message_id"]]["status"] == "complete"
+
+
 # -- one driver at a time --------------------------------------------------------------------
 
 

@@ -344,7 +344,8 @@ def test_send_stop_retry_edit_context_and_explain(
     expect(greyed.first).to_have_css("filter", "grayscale(1)")
     expect(greyed.first.locator(".reason")).to_contain_text(f"edited (now “{EDITED}”)")
     expect(page.locator("#branch-note")).to_contain_text("replaced by an edit")
-    expect(page.locator("#composer-input")).to_be_disabled()
+    expect(page.locator("#branch-note")).to_contain_text("Sending continues it")
+    expect(page.locator("#composer-input")).to_be_enabled()  # that version can go on
     assert api.active_leaf(cid) == invalid[-1]["id"]
     page.locator("#graph summary").first.click()
     expect(page.locator("#graph-body .node.active-leaf")).to_have_attribute(
@@ -376,6 +377,38 @@ def test_send_stop_retry_edit_context_and_explain(
     expect(body.locator(".diff-added")).to_contain_text(EDITED)
     expect(body.locator(".diff-fields")).to_contain_text("parent user id")
     shot(page, "explain")
+
+
+def test_an_edited_away_version_is_continued_from_the_page(
+    page: Page, served: str, mock: MockServer
+) -> None:
+    api = API(served)
+    page.goto(served)
+    cid = create(page, strategy="replay")
+    for question in ("one?", "two?"):
+        send(page, question)
+        settled(page)
+    first = page.locator("#messages li.user").nth(0)
+    first.locator("button.edit").click()
+    editor = first.locator("textarea")
+    editor.fill("uno?")
+    editor.press("Enter")
+    settled(page)
+    expect(page.locator("#messages li.user .msg-text")).to_have_text(["uno?"])
+    page.locator("#messages li.user").nth(0).get_by_role("button", name="Previous version").click()
+    expect(page.locator("#messages li.user .msg-text")).to_have_text(["one?", "two?"])
+    expect(page.locator("#branch-note")).to_contain_text("Sending continues it")
+    send(page, "three?")
+    settled(page)
+    expect(page.locator("#messages li.user .msg-text")).to_have_text(["one?", "two?", "three?"])
+    expect(answers(page).last.locator(".msg-text")).to_have_text("echo: three?")
+    record = api.records(cid)[-1]
+    nodes = {n["id"]: n for n in api.nodes(cid)}
+    sent = [nodes[i]["text"] for i in record["included"] if nodes[i]["role"] != "system"]
+    assert sent == ["one?", "echo: one?", "two?", "echo: two?", "three?"]
+    old = [n for n in nodes.values() if n["text"] in ("echo: one?", "two?", "echo: two?")]
+    assert {n["status"] for n in old} == {"invalid"}  # the edit's marks stay, as history
+    assert nodes[record["message_id"]]["status"] == "complete"
 
 
 # -- errors are messages -------------------------------------------------------------------------

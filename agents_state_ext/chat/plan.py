@@ -28,7 +28,7 @@ from .._attempts import AttemptDiff, AttemptRecord, explain
 from .._context import ContextIndex, select_context
 from .._graph import ConversationGraph
 from .._items import copy_json
-from .._nodes import Node
+from .._nodes import Node, branch_status
 from .._reasoning import Carried, self_contained
 from .._tokens import MessageCounter
 from ..errors import ContextOverflowError, GraphError
@@ -91,9 +91,13 @@ class Plan:
 
 
 def nearest_complete_assistant(path: Sequence[Node]) -> Node | None:
-    """The newest ``complete`` assistant node on ``path``: where a server chain continues."""
+    """The newest ``complete`` assistant node on ``path``: where a server chain continues.
+
+    An edited-away answer on ``path`` counts as what it was before the edit: the person
+    switched back to that version, so its chain (or server conversation) is continued.
+    """
     for node in reversed(path):
-        if node.role == "assistant" and node.status == "complete":
+        if node.role == "assistant" and branch_status(node) == "complete":
             return node
     return None
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..chat import Attempt, Conversation
-from ..errors import ContextOverflowError, InvalidTargetError, InvalidTransitionError
+from ..errors import ContextOverflowError, InvalidTargetError
 from ._refs import describe_error, pick, reference, status_text
 from .render import attempt_line, attempts_table, graph_tree, pending_lines, short
 
@@ -175,9 +175,6 @@ class Commands:
             await self._answer(self.chat.resume(stream=True))
 
     async def _send(self, text: str) -> None:
-        leaf = self.chat.graph.active_leaf
-        if leaf is not None and self.chat.node(leaf).status == "invalid":
-            raise InvalidTransitionError(f"cannot send: {_EDITED_AWAY}")
         await self._answer(self.chat.send(text, stream=True))
 
     async def _edit(self, rest: str) -> None:
@@ -237,8 +234,8 @@ class Commands:
 
 
 _EDITED_AWAY = (
-    "this branch was edited away (its messages are invalid and are never sent again); "
-    "/branches lists the live ones: /switch to one of them, or /edit a message to start anew"
+    "this version was edited away: its messages stay marked invalid, and the next message "
+    "continues it (its complete turns are sent as context again on this branch)"
 )
 
 

@@ -5,7 +5,7 @@ import { ApiError, access, api } from "./api.js";
 import { renderMessages } from "./chat.js";
 import { h, fill, shortId, when } from "./dom.js";
 import { renderGraph } from "./graph.js";
-import { Tree, inFlight, statusWord } from "./model.js";
+import { Tree, inFlight, statusThen, statusWord } from "./model.js";
 import { attemptLabel, renderContext, renderDiff, renderRecord } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
@@ -443,19 +443,24 @@ function renderComposer() {
   const live = state.live;
   const running = live || (leaf && leaf.role === "assistant" && inFlight(leaf.status));
   let blocked = null;
+  let hint = null;
   if (!state.id) blocked = "Create or pick a conversation first.";
-  else if (leaf && leaf.status === "invalid") {
+  else if (leaf && leaf.status === "invalid" && inFlight(statusThen(leaf))) {
     blocked =
-      "This branch was replaced by an edit: it is kept to read. Go to the newest version (›) to continue.";
+      "This answer was replaced by an edit while it ran: retry its question, or go to the newest version (›).";
   } else if (leaf && leaf.role === "user")
     blocked = "This message has no answer yet: press Answer on it.";
+  else if (leaf && leaf.status === "invalid") {
+    hint =
+      "This version was replaced by an edit (its messages stay marked invalid). Sending continues it from here, with its answers as context.";
+  }
   input.disabled = Boolean(blocked) || !state.view;
   $("send").disabled = input.disabled || Boolean(running);
   $("stop").hidden = !running;
   $("stop").disabled = Boolean(live && live.stopping);
   const note = $("branch-note");
-  note.hidden = !blocked || !state.id;
-  note.textContent = blocked || "";
+  note.hidden = !(blocked || hint) || !state.id;
+  note.textContent = blocked || hint || "";
 }
 
 function answerOf(id) {

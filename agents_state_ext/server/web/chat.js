@@ -2,7 +2,7 @@
 // and its actions (edit a user message in place; retry an answer, show its details).
 
 import { h, fill } from "./dom.js";
-import { inFlight, invalidReason, statusWord } from "./model.js";
+import { inFlight, invalidReason, statusThen, statusWord } from "./model.js";
 
 const ROLES = { user: "You", assistant: "Assistant", system: "System" };
 
@@ -146,7 +146,9 @@ function message(node, state, on) {
   if (node.id === selected) classes.push("selected");
   if (isLive) classes.push("live");
   const busy = Boolean(live);
-  const valid = node.status !== "invalid";
+  // The messages shown are the active branch: an edited-away version the person went back
+  // to goes on (edit, retry, answer) unless its attempt was still running when replaced.
+  const valid = node.status !== "invalid" || !inFlight(statusThen(node));
 
   let body;
   if (editing === node.id) {

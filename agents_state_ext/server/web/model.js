@@ -88,7 +88,7 @@ export function invalidReason(node, tree) {
   const by = tree.get(node.meta?.invalidated_by);
   const was = statusWord(statusThen(node));
   const edited = by ? `“${by.text}”` : "a newer version";
-  return `Invalid: an earlier message of this branch was edited (now ${edited}). Kept to read; it was ${was}.`;
+  return `Invalid: an earlier message of this branch was edited (now ${edited}). Kept as history; it was ${was}.`;
 }
 
 /** Whether `status` is an attempt still running (or waiting) on the server. */
