@@ -227,8 +227,10 @@ async def test_included_is_the_context_the_model_saw(strategy: str, streamed: bo
 @pytest.mark.parametrize("streamed", [False, True])
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_an_edit_keeps_final_statuses_and_adds_the_invalidation(
-    strategy: str, streamed: bool
+    strategy: str, streamed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Wide enough that the whole ids leave the status column on one line (at 120 it wraps).
+    monkeypatch.setenv("COLUMNS", "300")
     async with MockResponsesAPI() as mock:
         agent = Agent(name="a", model=mock.model())
         chat = await open_chat(mock, strategy, agent)
