@@ -31,11 +31,11 @@ from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disab
 from rich.console import Console
 from rich.markup import escape
 
+from .._agent_spec import agent_option, bind_model, load_agent
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
 from ..errors import StateExtError
 from ..stores import InMemoryStore, SQLiteStore
-from ._agent_spec import agent_option, bind_model, load_agent
 from ._prompt import LineSource, PipeLines, open_lines
 from ._refs import describe_error
 from .commands import COMMANDS_HELP, Commands

@@ -24,12 +24,12 @@ import click
 from agents import ModelSettings, set_tracing_disabled
 from rich.markup import escape
 
+from .._agent_spec import agent_option
 from .._attempts import AttemptRecord
 from ..chat import Attempt, open_conversation
 from ..chat.plan import ReplayReport
 from ..errors import AttemptNotFoundError
 from ..stores import ConversationStore
-from ._agent_spec import agent_option
 from ._refs import describe_error, short_ids
 from .chat import chat_agent, sdk_logs_held
 from .inspect import STORE_HELP, is_store_url, open_cli_store, pick_conversation

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .._agent_spec import agent_option, load_agent
 from ..chat import STRATEGIES
-from ._agent_spec import agent_option, load_agent
 
 if TYPE_CHECKING:
     from ..server.config import ServeSettings

@@ -70,7 +70,7 @@ async def open_resources(settings: ServeSettings) -> AsyncIterator[Resources]:
 @contextlib.asynccontextmanager
 async def _agent(settings: ServeSettings) -> AsyncIterator[Agent[Any]]:
     """The agent of ``settings.agent`` (default: a plain assistant) on the settings' model."""
-    from ..cli._agent_spec import bind_model, load_agent  # the one loader ``--agent`` uses
+    from .._agent_spec import bind_model, load_agent  # the one loader ``--agent`` uses
 
     own = load_agent(settings.agent) if settings.agent else None
     source = settings.model_source
