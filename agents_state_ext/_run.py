@@ -139,6 +139,9 @@ class RunLifecycle:
         if isinstance(input, RunState):
             ids = known[1] if known is not None and known[0] is input else None
             self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
+            # Its staged input goes out from the RunState itself: the ledger's copy of a failed
+            # request's input is not sent beside it.
+            self.tracker.expect_copies(_staged_input(input))
         else:
             self._run = _Run(input=_input_items(input))
             # A new turn goes on after the newest response the server holds: no run of this
@@ -538,6 +541,15 @@ def _input_items(input: Any) -> list[Any]:
     if isinstance(input, list):
         return list(input)
     return []
+
+
+def _staged_input(run_state: RunState[Any]) -> list[Any]:
+    """The input staged on ``run_state`` for its next model call (``RunState.add_input``).
+
+    The public ``pending_input`` exists from openai-agents 0.24; before it nothing is staged.
+    """
+    staged = getattr(run_state, "pending_input", None)
+    return list(staged) if isinstance(staged, list) else []
 
 
 def _slot(item: Any) -> tuple[Any, ...]:

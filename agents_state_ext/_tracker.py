@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +103,9 @@ class ServerConversationTracker:
         # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
         # copies of the run's initial input again on later turns when a filter rewrote it.
         self._consumed: set[str] = set()
+        # Digests of the id-less input a resumed RunState sends itself (its pending input) in
+        # this run: a held copy of one is that same occurrence (see expect_copies).
+        self._expected: Counter[str] = Counter()
         # The newest acknowledgements, so a resume can step back over a response the SDK
         # never processed (e.g. a stream cancelled right after response.completed).
         self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
@@ -347,16 +350,59 @@ class ServerConversationTracker:
         )
         return item
 
-    @staticmethod
     def _waiting(
-        held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
+        self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
     ) -> list[Any]:
-        """The items of ``held`` that ``batch`` does not carry (by identity or stable key)."""
+        """The items of ``held`` that ``batch`` does not carry.
+
+        Carried: the same object, a copy with the same stable key, or (see
+        :meth:`expect_copies`) a copy with the same content of the resumed RunState's own input.
+        """
         if not held:
             return []
         carried = {id(item) for item in batch}
         stable = {_stable_key(k) for k in (keys or map(_keys, batch))} - {None}
-        return [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
+        waiting = [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
+        if self._expected and waiting:
+            return self._without_copies(waiting, batch)
+        return waiting
+
+    def _without_copies(self, held: list[Any], batch: list[Any]) -> list[Any]:
+        """``held`` less one copy per expected item of ``batch`` (matched by content)."""
+        offered: Counter[str] = Counter()
+        for item in batch:
+            if _stable_key(_keys(item)) is None:
+                found = _digest(item)
+                if found in self._expected:
+                    offered[found] += 1
+        if not offered:
+            return held
+        budget = offered & self._expected
+        waiting = []
+        for item in held:
+            if _stable_key(_keys(item)) is None:
+                found = _digest(item)
+                if budget[found] > 0:
+                    budget[found] -= 1
+                    continue
+            waiting.append(item)
+        return waiting
+
+    def expect_copies(self, items: Iterable[Any]) -> None:
+        """The run now starting sends ``items`` itself: a resumed RunState's pending input.
+
+        The SDK keeps input staged on a RunState (``RunState.add_input``) pending until a
+        request carrying it succeeds, and sends it from the RunState again after a failure,
+        as a new object (a restored RunState rebuilds them all). The ledger holds its own copy
+        of that failed request's input; a held item with no server id or call id whose content
+        equals one of ``items`` is that same occurrence, so it is not put in front of the run's
+        copy and leaves the held lists when that copy is sent (one held copy per item). The
+        RunState stays the owner of its input: the SDK records it as the run's once accepted.
+        Until :meth:`end_run`; a new call replaces the expectation.
+        """
+        self._expected = Counter(
+            _digest(item) for item in items if _stable_key(_keys(item)) is None
+        )
 
     # -- request lifecycle -------------------------------------------------------------------
 
@@ -526,6 +572,7 @@ class ServerConversationTracker:
         """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
         self._acked_objects.clear()
         self._consumed.clear()
+        self._expected.clear()
 
     def rollback_to(self, previous_response_id: str | None) -> bool:
         """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.
