@@ -138,10 +138,13 @@ class RunLifecycle:
         known, self._resumed = self._resumed, None
         if isinstance(input, RunState):
             ids = known[1] if known is not None and known[0] is input else None
-            self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
-            # Its staged input goes out from the RunState itself: the ledger's copy of a failed
-            # request's input is not sent beside it.
-            self.tracker.expect_copies(_staged_input(input))
+            staged = _staged_input(input)
+            resumed = ids if ids is not None else processed_ids(input)
+            # The RunState sends its staged input itself: the ledger's copy of a failed
+            # request's input is not sent beside it. Like a new turn's input, it is held if no
+            # request of the run carries it, so a new turn in its place still sends it.
+            self._run = _Run(input=staged, resumed=resumed)
+            self.tracker.expect_copies(staged)
         else:
             self._run = _Run(input=_input_items(input))
             # A new turn goes on after the newest response the server holds: no run of this
