@@ -149,6 +149,9 @@ async def late_input_run(
     resumed = await run_turn(state, agent, run_state, streamed=streamed)
     assert not resumed.interruptions
     assert resumed.final_output == answer("l-1")
+    # The RunState owns its staged input: the SDK's result holds it once, as the run's.
+    history = [i for i in resumed.to_input_list() if isinstance(i, dict)]
+    assert [i.get("content") for i in history if i.get("role") == "user"] == ["x-1", "l-1"]
     follow: Any = "f-1"
     if strategy == "replay":
         follow = [*resumed.to_input_list(), {"role": "user", "content": "f-1"}]
