@@ -18,7 +18,7 @@ from agents import Agent, RunConfig, Runner, function_tool
 from agents.run_config import CallModelData, ModelInputData
 
 from agents_state_ext import ConversationState
-from agents_state_ext.testing import MockResponsesAPI, Reply
+from agents_state_ext.testing import MockResponsesAPI, Reply, describe_items
 
 from ._support import STREAMED, run_turn
 
@@ -196,3 +196,37 @@ async def test_what_a_filter_leaves_out_goes_later_as_under_the_sdk_alone(
         i for body in requests for i in body if isinstance(i, dict) and i.get("role") == "user"
     ]
     assert sorted(u["content"] for u in users) == (["hello", "late"] if resumed else ["hello"])
+
+
+@STREAMED
+@pytest.mark.parametrize("dropped", ["first", "second"])
+async def test_a_dropped_message_beside_a_rewritten_one_stays_pending(
+    mock: MockResponsesAPI, streamed: bool, dropped: str
+) -> None:
+    """The filter drops one user message and rewrites the other in its first request: the
+    rewritten copy stands for its own original, the dropped one goes with the next request."""
+    calls = 0
+    gone, kept = ("one", "two") if dropped == "first" else ("two", "one")
+
+    async def drop_and_shout(data: CallModelData[Any]) -> ModelInputData:
+        nonlocal calls
+        calls += 1
+        items = list(data.model_data.input)
+        if calls == 1:
+            items = [
+                {**i, "content": i["content"].upper()}
+                for i in items
+                if isinstance(i, dict) and i.get("content") != gone
+            ]
+        return ModelInputData(input=items, instructions=data.model_data.instructions)
+
+    state = ConversationState.previous_response()
+    agent = Agent(name="a", model=mock.model("gpt-4.1"), tools=[weather])
+    mock.enqueue(Reply.tool_call("weather", {"city": "Paris"}), Reply.text("done"))
+    config = RunConfig(call_model_input_filter=drop_and_shout)
+    messages = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
+    await run_turn(state, agent, messages, streamed=streamed, run_config=config)
+    said = [
+        line for line in describe_items(mock.transcript(mock.response_ids[-1])) if "user" in line
+    ]
+    assert said == [f"user: {kept.upper()}", f"user: {gone}"]
