@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, function_tool
 from agents.run_config import CallModelData, ModelInputData
 
 from agents_state_ext import ConversationState
 from agents_state_ext.testing import MockResponsesAPI, Reply, describe_items
 
-from ._support import STREAMED, run_turn
+from ._support import STREAMED, run_turn, runner_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -144,12 +144,7 @@ async def _scripted(
     async def run(input: Any, **kwargs: Any) -> Any:
         if library:
             return await run_turn(state, agent, input, streamed=streamed, **kwargs)
-        if not streamed:
-            return await Runner.run(agent, input, **sdk_ids, **kwargs)
-        result = Runner.run_streamed(agent, input, **sdk_ids, **kwargs)
-        async for _ in result.stream_events():
-            pass
-        return result
+        return await runner_turn(agent, input, streamed=streamed, **sdk_ids, **kwargs)
 
     config = RunConfig(call_model_input_filter=_leaves_out_once(kind))
     done = Reply.text("done")

@@ -19,7 +19,7 @@ from agents.exceptions import UserError
 from agents_state_ext import ConversationState, MixedStateOwnerError, validate_run_settings
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
-from ._support import STREAMED, run_turn, wire
+from ._support import STREAMED, run_turn, runner_turn, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -243,7 +243,6 @@ async def test_an_sdk_apps_except_user_error_around_runner_catches_the_refusals(
 ) -> None:
     """``Runner`` with ``state.run_config()``: what the library refuses inside the SDK's run is
     a ``UserError`` there, as the SDK's own refusals of the same kind are."""
-    from agents import Runner
     from agents.run_config import ModelInputData
 
     state = ConversationState.previous_response()
@@ -256,12 +255,7 @@ async def test_an_sdk_apps_except_user_error_around_runner_catches_the_refusals(
     agent = state.bind(agent_for(mock))
     caught: list[BaseException] = []
     try:
-        if streamed:
-            result = Runner.run_streamed(agent, "hi", run_config=config, **kwargs)
-            async for _ in result.stream_events():
-                pass
-        else:
-            await Runner.run(agent, "hi", run_config=config, **kwargs)
+        await runner_turn(agent, "hi", streamed=streamed, run_config=config, **kwargs)
     except UserError as error:  # the app's handler, written for the SDK alone
         caught.append(error)
     assert [type(e).__name__ for e in caught] == (
