@@ -33,6 +33,7 @@ from .chat import (
     open_conversation,
 )
 from .errors import (
+    AgentSpecError,
     ApprovalPendingError,
     AttemptNotFoundError,
     ConcurrentUpdateError,
@@ -70,6 +71,7 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
+    "AgentSpecError",
     "ApprovalPendingError",
     "Attempt",
     "AttemptDiff",
