@@ -106,7 +106,8 @@ class ServeSettings:
         if not is_loopback(self.host) and not self.tokens:
             raise ValueError(
                 f"refusing to listen on {self.host} without --token: anyone who reaches the "
-                "port could act as any user; add --token USER=SECRET or listen on 127.0.0.1"
+                "port could act as any user; add --token USER=SECRET (or AGENTS_STATE_EXT_TOKENS, "
+                "AGENTS_STATE_EXT_TOKENS_FILE) or listen on 127.0.0.1"
             )
         if self.workers > 1 and not self.redis:
             raise ValueError(
