@@ -72,3 +72,23 @@ def test_uvicorn_on_every_address_with_a_token_answers_its_addresses_only(tmp_pa
             assert [c["id"] for c in listed] == [created.json()["id"]]
             rebound = {"host": f"rebind.test:{served.port}"}
             assert http.get("/api/conversations", headers=rebound).status_code == 421
+
+
+def test_serve_takes_its_secrets_from_a_file_and_the_environment_not_its_command_line(
+    tmp_path: Path,
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# the team\nalice={SECRET}\n")
+    store = tmp_path / "from-env.db"
+    args = ["serve", "--token-file", str(tokens), "--log-level", "warning"]
+    with ServedProcess(args, tmp_path, {"AGENTS_STATE_EXT_STORE": str(store)}) as served:
+        assert served.process is not None
+        cmdline = Path(f"/proc/{served.process.pid}/cmdline")
+        if cmdline.exists():  # what ps shows, on Linux
+            assert SECRET.encode() not in cmdline.read_bytes()
+        listed = httpx.get(f"{served.url}/api/conversations", timeout=30)
+        assert listed.status_code == 401
+        auth = {"authorization": f"Bearer {SECRET}"}
+        created = httpx.post(f"{served.url}/api/conversations", json={}, headers=auth, timeout=30)
+        assert created.status_code == 201
+    assert store.exists()
