@@ -3,11 +3,13 @@
 ``uvicorn --factory agents_state_ext.server.app:app_from_env --host 0.0.0.0`` with no token
 used to start silently (the check saw only ``AGENTS_STATE_EXT_HOST``), and with tokens it
 answered 421 to the very addresses it was bound to. Now the uvicorn command line is the
-address checked and served; each case runs the real ``python -m uvicorn``.
+address checked and served; each case runs the real ``python -m uvicorn`` (or ``serve``, and
+the commands docs/serve.md shows against it).
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -92,3 +94,23 @@ def test_serve_takes_its_secrets_from_a_file_and_the_environment_not_its_command
         created = httpx.post(f"{served.url}/api/conversations", json={}, headers=auth, timeout=30)
         assert created.status_code == 201
     assert store.exists()
+
+
+def test_the_documented_curl_commands_work(tmp_path: Path) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    doc = (Path(__file__).parents[1] / "docs" / "serve.md").read_text()
+    block = doc.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if not line.startswith("agents-state-ext")]
+    with ServedProcess(["serve", "--log-level", "warning"], tmp_path) as served:
+        script = "\n".join(commands).replace("localhost:8000", f"127.0.0.1:{served.port}")
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    assert "event: record" in result.stdout
+    assert '"text":"hello"' in result.stdout.replace(" ", "")  # the tree holds the message
