@@ -12,15 +12,12 @@ stop anything with the requests a page may send to another origin (``no-cors`` f
 from __future__ import annotations
 
 import queue
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from _served import ServedProcess
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
@@ -29,39 +26,20 @@ from starlette.routing import Route
 from agents_state_ext.testing import MockServer
 
 sync_api = pytest.importorskip("playwright.sync_api")
-from test_web_ui import answers, chromium, create, send, settled, slow  # noqa: E402
+from test_web_ui import (  # noqa: E402
+    ThreadServer,
+    answers,
+    chromium,
+    create,
+    send,
+    settled,
+    slow,
+)
 
 expect = sync_api.expect
 
 RULES = "MAP evil.test 127.0.0.1, MAP attacker.test 127.0.0.1, MAP chat.test 127.0.0.1"
 WAIT = 20_000  # ms: a guard against a hang only, never a measured duration
-
-
-class Site:
-    """An ASGI app on uvicorn in a thread, on a free loopback port: the other origin."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> Site:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:  # waiting for startup, not asserting on time
-            assert self.thread.is_alive() and time.monotonic() < deadline, "did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.sock.close()
 
 
 @pytest.fixture(autouse=True)
@@ -107,6 +85,7 @@ def served(model: MockServer, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def api(served: ServedProcess, path: str) -> Any:
+    """The server's own answer to ``GET /api/<path>`` (from loopback, no origin)."""
     answer = httpx.get(f"{served.url}/api/{path}", timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
@@ -149,8 +128,8 @@ def test_another_site_cannot_create_send_or_stop(
 ) -> None:
     cid = httpx.post(f"{served.url}/api/conversations", json={}, timeout=30).json()["id"]
     before, requests = ids(served), len(model.requests)
-    with Site(attacker_site()) as attacker:
-        page.goto(f"http://attacker.test:{attacker.port}/")
+    with ThreadServer(attacker_site()) as attacker:
+        page.goto(attacker.url.replace("127.0.0.1", "attacker.test"))
         for target in (f"http://127.0.0.1:{served.port}", f"http://chat.test:{served.port}"):
             refused = page.evaluate(
                 """async ([base, cid]) => {
@@ -213,8 +192,8 @@ def test_another_site_cannot_stop_an_answer_that_streams(
     listener.start()
     while events.get(timeout=60) != "delta":  # the answer streams
         pass
-    with Site(attacker_site()) as attacker:
-        page.goto(f"http://attacker.test:{attacker.port}/")
+    with ThreadServer(attacker_site()) as attacker:
+        page.goto(attacker.url.replace("127.0.0.1", "attacker.test"))
         page.evaluate(
             """async ([ports, cid]) => {
               for (const base of ports) {
