@@ -171,6 +171,32 @@ async def test_without_tokens_a_request_on_a_non_loopback_address_is_refused(
     await with_tokens.state.chat_server.aclose()
 
 
+@pytest.mark.anyio
+async def test_without_tokens_a_request_a_proxy_forwarded_is_refused(
+    mock: MockResponsesAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # nginx's default proxy_pass: over loopback, Host set to the upstream's address.
+    app = app_on(mock)
+    client = ASGIClient(app, {"host": "127.0.0.1:8000"})
+    for header in ("X-Forwarded-For", "Forwarded", "X-Forwarded-Host", "X-Real-IP"):
+        for method, path in (("GET", "/api/conversations"), ("POST", "/api/conversations")):
+            forwarded = {header: "203.0.113.5"}
+            status, body = await client.request(
+                method, path, {} if method == "POST" else None, headers=forwarded
+            )
+            assert status == 403, (header, path)
+            assert "proxy" in body["error"]["message"]
+    assert await app.state.chat_server.store.list_conversations() == []
+    refusals = [r for r in caplog.records if "came through a proxy" in r.getMessage()]
+    assert len(refusals) == 1  # logged once, not per request
+    assert (await client.get("/api/conversations"))[0] == 200
+    with_tokens = app_on(mock, tokens=TOKENS)
+    client = ASGIClient(with_tokens, {"host": "127.0.0.1:8000", "x-forwarded-for": "203.0.113.5"})
+    assert (await client.get("/api/conversations"))[0] == 401
+    await app.state.chat_server.aclose()
+    await with_tokens.state.chat_server.aclose()
+
+
 async def _on_address(client: ASGIClient, address: str, method: str, path: str) -> Any:
     original = client.app
 

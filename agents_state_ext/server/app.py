@@ -32,6 +32,7 @@ from .config import ServeSettings
 from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
 from .handlers import AgentFactory, ChatServer
+from .launch import uvicorn_host
 from .leases import LeaseManager
 from .pages import page_routes
 from .runtime import new_worker_id, open_resources
@@ -157,9 +158,10 @@ def create_app(
     ``chat.example.com``, ``.example.com`` with subdomains, ``*`` when a proxy in front checks
     ``Host``) are answered, others are 421; writes from a foreign ``Origin`` are 403, bodies
     other than JSON 415 (:mod:`.guard`). Without ``tokens`` and ``identify`` only requests
-    that arrive on a loopback address are answered. A message sent as input items may hold
-    user messages only, unless ``trust_client_items`` (then any item, ``system`` and
-    ``developer`` roles and tool outputs too: for clients you trust as much as your config).
+    that arrive on a loopback address, not forwarded by a proxy, are answered. A message sent
+    as input items may hold user messages only, unless ``trust_client_items`` (then any item,
+    ``system`` and ``developer`` roles and tool outputs too: for clients you trust as much as
+    your config).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -251,9 +253,13 @@ def app_from_env() -> Starlette:
     """The app of the settings in the environment (see :mod:`.config`): uvicorn's factory.
 
     ``uvicorn --factory agents_state_ext.server.app:app_from_env --workers 4`` runs what
-    ``agents-state-ext serve`` runs.
+    ``agents-state-ext serve`` runs. Under the ``uvicorn`` command its ``--host`` is the
+    address checked and served (:mod:`.launch`), whatever ``AGENTS_STATE_EXT_HOST`` says: a
+    non-loopback one without tokens is refused here, before anything listens.
     """
-    return app_from_settings(ServeSettings.from_env())
+    settings = ServeSettings.from_env()
+    host = uvicorn_host()
+    return app_from_settings(settings if host is None else settings.replace(host=host))
 
 
 def _redacted(url: str) -> str:

@@ -6,8 +6,9 @@ app factory ``agents_state_ext.server.app:app_from_env`` builds the app from the
 worker:
 
 ==================================  ============================================================
-``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; set it
-                                    to uvicorn's ``--host`` and the app checks it at start-up)
+``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; under
+                                    the ``uvicorn`` command its ``--host`` wins: set this one
+                                    where the app cannot see the address, e.g. gunicorn)
 ``AGENTS_STATE_EXT_ALLOWED_HOSTS``  ``chat.example.com,.example.com``: host names answered
                                     besides loopback and the bound address (others: 421)
 ``AGENTS_STATE_EXT_STORE``          store URL (``open_store``); default ``agents-state-ext.db``
@@ -106,7 +107,8 @@ class ServeSettings:
         if not is_loopback(self.host) and not self.tokens:
             raise ValueError(
                 f"refusing to listen on {self.host} without --token: anyone who reaches the "
-                "port could act as any user; add --token USER=SECRET or listen on 127.0.0.1"
+                "port could act as any user; add --token USER=SECRET (or AGENTS_STATE_EXT_TOKENS, "
+                "AGENTS_STATE_EXT_TOKENS_FILE) or listen on 127.0.0.1"
             )
         if self.workers > 1 and not self.redis:
             raise ValueError(
