@@ -28,6 +28,7 @@ from starlette.routing import Route
 from ..chat import STRATEGIES
 from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
+from .body import BODY_TIMEOUT
 from .config import ServeSettings
 from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
@@ -87,6 +88,8 @@ def _endpoint(get: Callable[[], ChatServer], name: str) -> Callable[[Request], A
                 response.headers["WWW-Authenticate"] = "Bearer"
             elif status == 503:
                 response.headers["Retry-After"] = str(RETRY_AFTER)
+            elif status == 408:  # the rest of the body may still come: not on this connection
+                response.headers["Connection"] = "close"
         response.headers["X-Worker-Id"] = server.worker_id
         return response
 
@@ -139,6 +142,7 @@ def create_app(
     keep_alive: float = 15.0,
     allowed_hosts: Iterable[str] = (),
     trust_client_items: bool = False,
+    body_timeout: float | None = BODY_TIMEOUT,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -160,6 +164,8 @@ def create_app(
     that arrive on a loopback address are answered. A message sent as input items may hold
     user messages only, unless ``trust_client_items`` (then any item, ``system`` and
     ``developer`` roles and tool outputs too: for clients you trust as much as your config).
+    A request body must arrive whole within ``body_timeout`` seconds (else 408 and the
+    connection is closed; ``None``: no limit).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -184,6 +190,7 @@ def create_app(
         stop_timeout=stop_timeout,
         keep_alive=keep_alive,
         trust_client_items=trust_client_items,
+        body_timeout=body_timeout,
     )
 
     @contextlib.asynccontextmanager
@@ -223,6 +230,7 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 tokens=settings.tokens,
                 lease_ttl=settings.lease_ttl,
                 strategy=settings.strategy,
+                body_timeout=settings.body_timeout,
             )
             server: ChatServer = inner.state.chat_server
             holder.append(server)

@@ -21,6 +21,8 @@ worker:
 ``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
 ``AGENTS_STATE_EXT_LEASE_TTL``      seconds a conversation's lease lasts unrenewed (default 15)
 ``AGENTS_STATE_EXT_NAMESPACE``      prefix of the stop bus's Redis channels
+``AGENTS_STATE_EXT_BODY_TIMEOUT``   seconds a client gets to send a whole request body
+                                    (default 30; then 408)
 ``OPENAI_API_KEY``                  with it (and no mock URL): the real OpenAI API
 ==================================  ============================================================
 
@@ -37,6 +39,7 @@ from typing import Literal
 
 from ..chat import STRATEGIES
 from .auth import check_secrets, parse_tokens, read_tokens_file
+from .body import BODY_TIMEOUT
 from .stops import DEFAULT_NAMESPACE
 
 __all__ = ["DEFAULT_STORE", "ENV_PREFIX", "ModelSource", "ServeSettings", "is_loopback"]
@@ -74,6 +77,8 @@ class ServeSettings:
     namespace: str = DEFAULT_NAMESPACE
     agent: str | None = None
     """``module:attr`` of the agent that answers (``--agent``); ``None``: a plain assistant."""
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a client gets to send a whole request body (then 408)."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names answered besides loopback and the bound address (``--allowed-host``)."""
     api_key: bool = field(default=False, repr=False)
@@ -129,6 +134,8 @@ class ServeSettings:
             )
         if self.lease_ttl <= 0:
             raise ValueError(f"the lease TTL must be positive, got {self.lease_ttl}")
+        if not self.body_timeout > 0:
+            raise ValueError(f"the body timeout must be positive, got {self.body_timeout}")
         return self
 
     def to_env(self) -> dict[str, str]:
@@ -139,6 +146,7 @@ class ServeSettings:
             "AGENT": self.agent or "",
             "STRATEGY": self.strategy,
             "LEASE_TTL": repr(self.lease_ttl),
+            "BODY_TIMEOUT": repr(self.body_timeout),
             "NAMESPACE": self.namespace,
             "REDIS": self.redis or "",
             "MOCK_URL": self.mock_url or "",
@@ -161,11 +169,8 @@ class ServeSettings:
         tokens_file = get("TOKENS_FILE")
         if tokens_file is not None:
             tokens = {**read_tokens_file(tokens_file), **tokens}
-        ttl = get("LEASE_TTL")
-        try:
-            lease_ttl = float(ttl) if ttl is not None else cls.lease_ttl
-        except ValueError:
-            raise ValueError(f"{ENV_PREFIX}LEASE_TTL must be a number, got {ttl!r}") from None
+        lease_ttl = _number(get("LEASE_TTL"), "LEASE_TTL", cls.lease_ttl)
+        body_timeout = _number(get("BODY_TIMEOUT"), "BODY_TIMEOUT", cls.body_timeout)
         return cls(
             host=get("HOST") or cls.host,
             allowed_hosts=_split_list(get("ALLOWED_HOSTS") or ""),
@@ -177,6 +182,7 @@ class ServeSettings:
             agent=get("AGENT"),
             strategy=get("STRATEGY") or cls.strategy,
             lease_ttl=lease_ttl,
+            body_timeout=body_timeout,
             namespace=get("NAMESPACE") or DEFAULT_NAMESPACE,
             api_key=bool(env.get("OPENAI_API_KEY", "").strip()),
         )
@@ -184,6 +190,13 @@ class ServeSettings:
     def replace(self, **changes: object) -> ServeSettings:
         """A copy with ``changes``."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _number(text: str | None, key: str, default: float) -> float:
+    try:
+        return float(text) if text is not None else default
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{key} must be a number, got {text!r}") from None
 
 
 def _split_list(text: str) -> tuple[str, ...]:
