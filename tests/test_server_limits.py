@@ -119,3 +119,46 @@ def test_a_real_server_answers_a_stalled_body_408_and_closes_the_connection(
     assert status_line == b"HTTP/1.1 408 Request Timeout", answer
     assert b"connection: close" in rest.lower()
     assert b'"RequestTimeout"' in rest
+
+
+@pytest.mark.anyio
+async def test_a_body_over_max_message_bytes_is_413_and_nothing_is_sent(
+    mock: MockResponsesAPI,
+) -> None:
+    app = app_on(mock, max_message_bytes=2000)
+    client = ASGIClient(app)
+    cid = (await client.post("/api/conversations", {}))[1]["id"]
+    before = await client.get(f"/api/conversations/{cid}/export")
+    for content, status in (("x" * 2000, 413), ("x" * 1900, 200)):
+        response = await client.open(
+            "POST", f"/api/conversations/{cid}/messages", {"content": content}
+        )
+        assert response.status == status
+        if status == 413:
+            error = (await response.json())["error"]
+            assert error == {
+                "type": "PayloadTooLarge",
+                "message": "the body is over 2000 bytes (max_message_bytes)",
+            }
+            assert await client.get(f"/api/conversations/{cid}/export") == before
+            assert mock.requests == []
+        else:
+            assert (await response.all_events())[-1][0] == "record"
+    # a declared length over the limit is refused before the body is read
+    status, answer = await client.post(
+        "/api/conversations",
+        raw=b"{}",
+        headers={"content-type": "application/json", "content-length": "5000"},
+    )
+    assert (status, answer["error"]["type"]) == (413, "PayloadTooLarge")
+    await app.state.chat_server.aclose()
+
+
+def test_max_message_bytes_is_a_setting_and_256_kib_by_default() -> None:
+    assert ServeSettings().max_message_bytes == 256 * 1024
+    settings = ServeSettings.from_env({"AGENTS_STATE_EXT_MAX_MESSAGE": "1048576"})
+    assert ServeSettings.from_env(settings.to_env()).max_message_bytes == 1 << 20
+    with pytest.raises(ValueError, match="MAX_MESSAGE must be a whole number"):
+        ServeSettings.from_env({"AGENTS_STATE_EXT_MAX_MESSAGE": "1e6"})
+    with pytest.raises(ValueError, match="max_message_bytes must be positive"):
+        ServeSettings(max_message_bytes=0).check()

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from ..chat import STRATEGIES
 from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
-from .body import BODY_TIMEOUT
+from .body import BODY_TIMEOUT, MAX_BODY
 from .config import ServeSettings
 from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
@@ -143,6 +143,7 @@ def create_app(
     allowed_hosts: Iterable[str] = (),
     trust_client_items: bool = False,
     body_timeout: float | None = BODY_TIMEOUT,
+    max_message_bytes: int = MAX_BODY,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -165,7 +166,9 @@ def create_app(
     user messages only, unless ``trust_client_items`` (then any item, ``system`` and
     ``developer`` roles and tool outputs too: for clients you trust as much as your config).
     A request body must arrive whole within ``body_timeout`` seconds (else 408 and the
-    connection is closed; ``None``: no limit).
+    connection is closed; ``None``: no limit) and hold at most ``max_message_bytes`` (else
+    413; default 256 KiB: a worker's event loop copies and counts a message, so a bigger
+    one stalls the worker's other requests for longer).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -191,6 +194,7 @@ def create_app(
         keep_alive=keep_alive,
         trust_client_items=trust_client_items,
         body_timeout=body_timeout,
+        max_message_bytes=max_message_bytes,
     )
 
     @contextlib.asynccontextmanager
@@ -231,6 +235,7 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 lease_ttl=settings.lease_ttl,
                 strategy=settings.strategy,
                 body_timeout=settings.body_timeout,
+                max_message_bytes=settings.max_message_bytes,
             )
             server: ChatServer = inner.state.chat_server
             holder.append(server)

@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
-from .body import BODY_TIMEOUT, Body, read_body
+from .body import BODY_TIMEOUT, MAX_BODY, Body, read_body
 from .driver import Driver, OpenChat
 from .events import RETRY_AFTER
 from .leases import LeaseManager
@@ -83,6 +83,7 @@ class ChatServer:
         keep_alive: float,
         trust_client_items: bool = False,
         body_timeout: float | None = BODY_TIMEOUT,
+        max_message_bytes: int = MAX_BODY,
     ) -> None:
         self.store = store
         self.auth = auth
@@ -94,6 +95,7 @@ class ChatServer:
         self._keep_alive = keep_alive
         self._any_items = trust_client_items
         self._body_timeout = body_timeout
+        self._max_body = max_message_bytes
 
     @property
     def worker_id(self) -> str:
@@ -119,7 +121,7 @@ class ChatServer:
         return user, conversation_id
 
     async def _body(self, request: Request) -> Body:
-        return await read_body(request, timeout=self._body_timeout)
+        return await read_body(request, timeout=self._body_timeout, limit=self._max_body)
 
     def _opener(self, user: str, *, answering: bool = False) -> OpenChat:
         async def open_chat(conversation_id: str) -> Conversation:
