@@ -9,30 +9,20 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from _asgi_client import ASGIClient
-from agents import Agent, set_tracing_disabled
+from agents import set_tracing_disabled
 from test_server_app import free_port
+from test_server_bodies import app_on
 
-from agents_state_ext.server import ServeSettings, create_app
-from agents_state_ext.stores import InMemoryStore
-from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
+from agents_state_ext.server import ServeSettings
+from agents_state_ext.testing import MockResponsesAPI
 
 set_tracing_disabled(True)
 
 ROOT = Path(__file__).resolve().parents[1]
 HALF = b'{"system": "be bri'
-
-
-def app_on(mock: MockResponsesAPI, **options: Any) -> Any:
-    return create_app(
-        store=InMemoryStore(),
-        agent=Agent(name="assistant", model=mock.model()),
-        chat_options={"counter": FixedTokenCounter()},
-        **options,
-    )
 
 
 @pytest.mark.anyio

@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from _asgi_client import ASGIClient
 from _backends import redis_url, unique_name
-from test_server_app import Apps, bounded, create, deltas, gate_for, slow_reply
+from test_server_app import Apps, bounded, deltas, held_answer
 from test_server_app import apps as apps  # the fixture (re-exported: pytest finds it here)
 
 from agents_state_ext import InMemoryStore
@@ -55,12 +55,7 @@ async def test_after_hostile_messages_a_stop_from_another_worker_still_reaches_t
     a = apps(store, stop_bus=bus_a, worker_id="worker-a")
     b = apps(store, stop_bus=bus_b, worker_id="worker-b")
     try:
-        cid = await create(a)
-        gate = gate_for(True)
-        mock.frame_hook = gate
-        mock.enqueue(slow_reply())
-        streaming = await a.open("POST", f"/api/conversations/{cid}/messages", {"content": "go"})
-        await bounded(gate.reached.wait())
+        cid, _, streaming = await held_answer(a, mock)
 
         with caplog.at_level(logging.WARNING, logger="agents_state_ext.server.stops"):
             for junk in HOSTILE:  # worker a is the one subscriber of the conversation's channel
