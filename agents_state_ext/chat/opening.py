@@ -12,7 +12,7 @@ from .._graph import default_id_factory
 from .._run_config import as_run_config
 from .._state import StrategyName
 from .._tokens import MessageCounter
-from ..errors import ConversationNotFoundError, MixedStateOwnerError
+from ..errors import ConversationNotFoundError, MixedStateOwnerError, StoredDataError
 from ..stores import ConversationStore
 from .conversation import Conversation
 from .counts import load_counts
@@ -77,6 +77,10 @@ async def open_conversation(
                     f"no conversation {conversation_id!r} in this store"
                 ) from None
     if info is not None:
+        if info.strategy not in STRATEGIES:
+            raise StoredDataError(
+                f"conversation {info.id!r}: stored strategy {info.strategy[:40]!r} is unknown"
+            )
         if strategy is not None and strategy != info.strategy:
             raise MixedStateOwnerError(
                 f"conversation {info.id} was created with the {info.strategy} strategy; "
@@ -88,7 +92,12 @@ async def open_conversation(
         if changed:  # given ones are kept with the chat for later openings
             await store.update_conversation_meta(conversation_id, changed)
             meta.update(changed)
-        budget = check_budget(meta.get("budget"))
+        try:
+            budget = check_budget(meta.get("budget"))
+        except ValueError as exc:
+            raise StoredDataError(
+                f"conversation {conversation_id!r}: stored budget: {exc}"
+            ) from None
         stored_version = meta.get("prompt_version")
         prompt_version = stored_version if isinstance(stored_version, str) else None
         chosen: StrategyName = info.strategy  # type: ignore[assignment]  # checked on create

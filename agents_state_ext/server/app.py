@@ -28,6 +28,7 @@ from starlette.routing import Route
 from ..chat import STRATEGIES
 from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
+from .body import BODY_TIMEOUT, MAX_BODY
 from .config import ServeSettings
 from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
@@ -88,6 +89,8 @@ def _endpoint(get: Callable[[], ChatServer], name: str) -> Callable[[Request], A
                 response.headers["WWW-Authenticate"] = "Bearer"
             elif status == 503:
                 response.headers["Retry-After"] = str(RETRY_AFTER)
+            elif status == 408:  # the rest of the body may still come: not on this connection
+                response.headers["Connection"] = "close"
         response.headers["X-Worker-Id"] = server.worker_id
         return response
 
@@ -140,6 +143,8 @@ def create_app(
     keep_alive: float = 15.0,
     allowed_hosts: Iterable[str] = (),
     trust_client_items: bool = False,
+    body_timeout: float | None = BODY_TIMEOUT,
+    max_message_bytes: int = MAX_BODY,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -161,7 +166,10 @@ def create_app(
     that arrive on a loopback address, not forwarded by a proxy, are answered. A message sent
     as input items may hold user messages only, unless ``trust_client_items`` (then any item,
     ``system`` and ``developer`` roles and tool outputs too: for clients you trust as much as
-    your config).
+    your config). A request body must arrive whole within ``body_timeout`` seconds (else 408
+    and the connection is closed; ``None``: no limit) and hold at most ``max_message_bytes``
+    (else 413; default 256 KiB: a worker's event loop copies and counts a message, so a bigger
+    one stalls the worker's other requests for longer).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -186,6 +194,8 @@ def create_app(
         stop_timeout=stop_timeout,
         keep_alive=keep_alive,
         trust_client_items=trust_client_items,
+        body_timeout=body_timeout,
+        max_message_bytes=max_message_bytes,
     )
 
     @contextlib.asynccontextmanager
@@ -225,6 +235,8 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 tokens=settings.tokens,
                 lease_ttl=settings.lease_ttl,
                 strategy=settings.strategy,
+                body_timeout=settings.body_timeout,
+                max_message_bytes=settings.max_message_bytes,
             )
             server: ChatServer = inner.state.chat_server
             holder.append(server)
