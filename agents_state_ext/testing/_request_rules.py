@@ -9,7 +9,8 @@ express: the top-level parameters of ``ResponseCreateParams`` (plus ``stream``),
 answers the same 400s as create is [inf]), of ``ConversationCreateParams`` and
 ``ItemCreateParams`` (``include`` there is a query parameter), and per input item ``type`` the
 keys of the ``ResponseInputItemParam`` members of that type (a ``message`` takes the keys of
-``EasyInputMessageParam``, ``Message`` and ``ResponseOutputMessageParam`` together).
+``EasyInputMessageParam``, ``Message`` and ``ResponseOutputMessageParam`` together), as the
+library's ``_input_rules`` reads them (the chat layer refuses the same content up front).
 
 Sources, per rule:
 
@@ -56,7 +57,6 @@ Sources, per rule:
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,8 +64,8 @@ from openai.types.conversations.conversation_create_params import ConversationCr
 from openai.types.conversations.item_create_params import ItemCreateParams
 from openai.types.responses.response_compact_params import ResponseCompactParams
 from openai.types.responses.response_create_params import ResponseCreateParamsBase
-from openai.types.responses.response_input_item_param import ResponseInputItemParam
 
+from .._input_rules import ID_PREFIXES, ITEM_KEYS, ROLES
 from ._items import ApiError, normalize_input
 from ._sse import default_usage
 
@@ -82,17 +82,6 @@ CREATE_RESPONSE_PARAMS = frozenset(ResponseCreateParamsBase.__annotations__) | {
 COMPACT_PARAMS = frozenset(ResponseCompactParams.__annotations__)
 CREATE_CONVERSATION_PARAMS = frozenset(ConversationCreateParams.__annotations__)
 ADD_ITEMS_PARAMS = frozenset(ItemCreateParams.__annotations__) - {"include"}
-ROLES = ("assistant", "system", "developer", "user")
-
-ID_PREFIXES = {
-    "message": "msg",
-    "function_call": "fc",
-    "function_call_output": "fco",
-    "reasoning": "rs",
-    "custom_tool_call": "ctc",
-    "compaction": "cmp",
-}
-
 # Longest prefix first; the first that the model name starts with wins.
 _CONTEXT_WINDOWS: tuple[tuple[str, int | None], ...] = (
     ("gpt-4o", 128_000),
@@ -106,21 +95,6 @@ _CONTEXT_WINDOWS: tuple[tuple[str, int | None], ...] = (
     ("o3", 200_000),
     ("o4-mini", 200_000),
 )
-
-
-def _item_keys() -> dict[str, frozenset[str]]:
-    keys: dict[str, set[str]] = {}
-    for member in typing.get_args(ResponseInputItemParam):
-        kind = typing.get_type_hints(member)["type"]
-        for literal in typing.get_args(kind):
-            for value in typing.get_args(literal) or (literal,):
-                if isinstance(value, str):
-                    keys.setdefault(value, set()).update(member.__annotations__)
-    return {kind: frozenset(names) for kind, names in keys.items()}
-
-
-ITEM_KEYS = _item_keys()
-"""Input item ``type`` -> the keys the openai types allow on it."""
 
 
 def context_window(model: str) -> int | None:
