@@ -193,3 +193,30 @@ async def test_an_approval_pause_between_reasoning_and_its_call_resumes(
         seen = mock.transcript(str((await chat.record(bye.id)).response_id))
         assert reasoning_well_placed(seen)
         assert [i["type"] for i in seen].count("reasoning") == 3
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", ["replay", "session"])
+async def test_store_false_chats_carry_encrypted_reasoning_through_every_action(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    chat = await open_chat(mock, strategy, agent=reasoning_agent(mock, store=False))
+    mock.enqueue(Reply.text("Hello!"))
+    hi = await chat.send("hi", stream=streamed)
+    mock.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."))
+    await chat.send("weather?", stream=streamed)
+    mock.enqueue(Reply.text("Sunny, 21 C."))
+    retried = await chat.retry(stream=streamed)
+    assert retried.status == "complete"
+    # The greeting's reasoning went back inline; the retried-away answer's (call) did not.
+    assert (await chat.record(retried.id)).reasoning == {"carried": 1, "dropped": 0}
+    mock.enqueue(Reply.text("Hello again!"))
+    edited = await chat.edit(hi.user_id, "hello there", stream=streamed)
+    mock.enqueue(Reply.text("Bye."))
+    bye = await chat.send("bye", stream=streamed)
+    assert (edited.status, bye.status) == ("complete", "complete")
+    assert (await chat.record(bye.id)).reasoning == {"carried": 1, "dropped": 0}
+    assert refusals(mock) == []
+    assert mock.response_ids == []  # store=False: the server kept nothing to lean on
+    assert reasoning_sent_by_id_alone(mock) == []
+    assert all(body["store"] is False for body in mock.response_requests)
