@@ -220,3 +220,25 @@ async def test_store_false_chats_carry_encrypted_reasoning_through_every_action(
     assert mock.response_ids == []  # store=False: the server kept nothing to lean on
     assert reasoning_sent_by_id_alone(mock) == []
     assert all(body["store"] is False for body in mock.response_requests)
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_handoff_between_reasoning_agents_goes_on_the_next_turn(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    specialist = Agent(name="specialist", model=mock.model("gpt-5"))
+    agent = Agent(name="assistant", model=mock.model("gpt-5"), handoffs=[specialist])
+    chat = await open_chat(mock, strategy, agent=agent)
+    mock.enqueue(Reply.tool_call("transfer_to_specialist", {}), Reply.text("Specialist here."))
+    handed = await chat.send("I need a specialist", stream=streamed)
+    mock.enqueue(Reply.text("Still here."))
+    after = await chat.send("thanks", stream=streamed)
+    assert (handed.text, after.text) == ("Specialist here.", "Still here.")
+    assert refusals(mock) == []
+    if strategy in ("replay", "session"):
+        assert reasoning_sent_by_id_alone(mock) == []
+        assert (await chat.record(after.id)).reasoning == {"carried": 2, "dropped": 0}
+    if strategy != "conversation":
+        seen = mock.transcript(str((await chat.record(after.id)).response_id))
+        assert reasoning_well_placed(seen)
