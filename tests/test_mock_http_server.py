@@ -149,6 +149,40 @@ async def test_a_conversation_over_the_socket(server: MockServer, streamed: bool
     assert describe_items(server.conversation_items("conv_2")) == ["user: seeded"]
 
 
+async def rules_and_lock(client: AsyncOpenAI) -> list[str]:
+    """An unknown parameter, then a second request on a conversation with a stream in flight:
+    the status or error code of each."""
+    conversation = await client.conversations.create()
+    stream = await client.responses.create(
+        model="gpt-4.1", input="a b c", conversation=conversation.id, stream=True
+    )
+    answers: list[str] = []
+    for extra in ({"extra_body": {"foo": 1}}, {"conversation": conversation.id}):
+        try:
+            answers.append(
+                (await client.responses.create(model="gpt-4.1", input="x", **extra)).status or ""
+            )
+        except openai.BadRequestError as error:
+            assert isinstance(error.body, dict)
+            answers.append(error.body["code"])
+    await stream.close()
+    return answers
+
+
+@pytest.mark.anyio
+async def test_request_rules_and_the_conversation_lock_can_be_turned_off(
+    server: MockServer,
+) -> None:
+    """``validate_requests`` and ``lock_conversations`` reach the server (on by default)."""
+    server.enqueue(Reply.text("a b c", delay=0.2))
+    async with server.client() as client:
+        assert await rules_and_lock(client) == ["unknown_parameter", "conversation_locked"]
+    loose = MockServer(validate_requests=False, lock_conversations=False)
+    async with loose, loose.client() as client:
+        loose.enqueue(Reply.text("a b c", delay=0.2))
+        assert await rules_and_lock(client) == ["completed", "completed"]
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("streamed", [False, True])
 @pytest.mark.parametrize(

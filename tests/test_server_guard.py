@@ -365,6 +365,14 @@ async def test_clients_send_user_messages_only_unless_the_app_trusts_them(
     content = [{"role": "developer", "content": "be terse"}, {"role": "user", "content": "hi"}]
     response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": content})
     assert (await response.all_events())[-1][0] == "record"
+    sent = len(mock.requests)
+    before = (await client.get(f"/api/conversations/{cid}"))[1]
+    tool = [{"role": "tool", "content": "42"}]  # trusted, yet no item the API takes
+    status, body = await client.post(f"/api/conversations/{cid}/messages", {"content": tool})
+    assert (status, body["error"]["type"]) == (400, "MessageContentError")
+    assert "role 'tool'" in body["error"]["message"]
+    assert (await client.get(f"/api/conversations/{cid}"))[1] == before
+    assert len(mock.requests) == sent
     await trusting.state.chat_server.aclose()
 
 

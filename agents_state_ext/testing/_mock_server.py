@@ -88,7 +88,8 @@ class MockResponsesAPI:
 
     Request validation, as the real service does it before it looks at any state:
 
-    - ``validate_requests`` (on by default): ``POST /responses``, ``POST /conversations`` and
+    - ``validate_requests`` (on by default): ``POST /responses``, ``POST /responses/compact``
+      (over ``ResponseCompactParams``), ``POST /conversations`` and
       ``POST /conversations/{id}/items`` get the API's 400 for an unknown parameter (top level
       or on an input item, by the installed openai types), an unknown item ``type``, a role
       outside ``assistant``/``system``/``developer``/``user`` (``tool`` included), an item id
@@ -96,6 +97,11 @@ class MockResponsesAPI:
       ``arguments`` that are not a string, a missing ``model``, and a context (stored history
       plus input, in ``usage`` words) over the model's window (``context_length_exceeded``);
       see ``_request_rules``. Such a rejection consumes no reply and no fault.
+
+    Bodies follow the installed openai types (the mock's own tests validate them strictly):
+    every ``output_text`` part carries ``logprobs: []``; an empty list page has ``first_id``
+    and ``last_id`` null, as the live API sends for lists openai types the same way (see
+    ``_conversations.list_page`` for the sources).
     """
 
     def __init__(

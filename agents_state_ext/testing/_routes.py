@@ -41,6 +41,10 @@ def _response_rule(state: ServerState, body: dict[str, Any]) -> None:
     rules.check_create_response(body, history=state.known_context(body))
 
 
+def _compact_rule(state: ServerState, body: dict[str, Any]) -> None:
+    rules.check_compact(body, history=state.known_context(body))
+
+
 def _conversation_rule(state: ServerState, body: dict[str, Any]) -> None:
     rules.check_create_conversation(body)
 
@@ -110,7 +114,7 @@ class Backend:
         conv = r"/conversations/(?P<conversation_id>[^/]+)"
         table: list[tuple[str, str, _Handler]] = [
             ("POST", r"/responses", self._checked(_response_rule, self._create_response)),
-            ("POST", r"/responses/compact", self._compact),
+            ("POST", r"/responses/compact", self._checked(_compact_rule, self._compact)),
             ("GET", r"/responses/(?P<response_id>[^/]+)", self._retrieve_response),
             ("GET", r"/responses/(?P<response_id>[^/]+)/input_items", self._input_items),
             ("DELETE", r"/responses/(?P<response_id>[^/]+)", self._delete_response),

@@ -37,7 +37,10 @@ def materialize(
     """The reply's output items with fresh server ids (and ``call_N`` call ids where missing).
 
     A reasoning item gets ``encrypted_content`` when ``include_encrypted`` (the request's
-    ``include`` asked for it) unless its template opted out.
+    ``include`` asked for it) unless its template opted out. Every ``output_text`` part gets
+    ``logprobs: []`` unless scripted with its own: the API sends it when ``include`` does not
+    ask for ``message.output_text.logprobs`` [doc: openai-openapi ``OutputTextContent``
+    requires ``logprobs``; the Response examples there carry ``"logprobs": []``].
     """
     output: list[dict[str, Any]] = []
     for template in reply.output:
@@ -54,6 +57,10 @@ def materialize(
             item = rebuilt
         elif item.get("type") == "function_call":
             ids.claim(str(item["call_id"]))
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    part.setdefault("logprobs", [])
         output.append(item)
     return output
 
