@@ -1,8 +1,8 @@
 """Agents SDK sessions named by a URL, for ``agents-state-ext import --from-session`` / ``export
 --to-session``.
 
-- ``sqlite:///path/to/file.db?session_id=ID`` (``sqlite://relative.db?...`` for a relative
-  path): ``SQLiteSession(ID, path)``;
+- ``sqlite:///relative.db?session_id=ID`` or ``sqlite:////abs/path.db?session_id=ID`` (as a
+  store URL names a file): ``SQLiteSession(ID, path)``;
 - ``redis://host:6379/0?session_id=ID`` (``rediss://`` too; ``key_prefix=`` optional):
   ``RedisSession.from_url`` (needs the ``redis`` package);
 - ``sqlalchemy+<an SQLAlchemy async URL>?session_id=ID``, e.g.
@@ -19,12 +19,12 @@ import contextlib
 import inspect
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 __all__ = ["SESSION_URL_FORMS", "open_session"]
 
 SESSION_URL_FORMS = (
-    "sqlite:///PATH.db?session_id=ID",
+    "sqlite:///PATH.db?session_id=ID",  # sqlite:////abs/path.db for an absolute path
     "redis://HOST:PORT/DB?session_id=ID",
     "sqlalchemy+DRIVER_URL?session_id=ID",
     "openai-conversation://CONVERSATION_ID",
@@ -33,9 +33,8 @@ SESSION_URL_FORMS = (
 
 def _split(url: str) -> tuple[str, dict[str, str]]:
     """``url`` without its query, and the query's parameters."""
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit(parts._replace(query="")), query
+    base, _, query = url.partition("?")
+    return base, dict(parse_qsl(query, keep_blank_values=True))
 
 
 def _session_id(url: str, query: dict[str, str]) -> str:
@@ -57,7 +56,9 @@ def _build(url: str) -> Any:
         from agents import SQLiteSession
 
         base, query = _split(url)
-        path = base.removeprefix("sqlite://")
+        path = base.removeprefix("sqlite:///")
+        if not path or path == base:
+            raise ValueError(f"{url}: name the file, sqlite:///relative.db or sqlite:////abs.db")
         return SQLiteSession(_session_id(url, query), path)
     if url.startswith(("redis://", "rediss://")):
         _needs("redis", url)

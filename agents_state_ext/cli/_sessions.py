@@ -13,7 +13,8 @@ from .inspect import is_store_url, open_cli_store, pick_conversation
 __all__ = ["SESSION_HELP", "export_to_session", "import_from_session"]
 
 SESSION_HELP = (
-    "A session URL is sqlite:///PATH.db?session_id=ID (SQLiteSession), "
+    "A session URL is sqlite:///PATH.db?session_id=ID (SQLiteSession; sqlite:////abs.db for "
+    "an absolute path), "
     "redis://HOST:PORT/DB?session_id=ID (RedisSession), "
     "sqlalchemy+postgresql+psycopg://USER@HOST/DB?session_id=ID (SQLAlchemySession, any "
     "async SQLAlchemy URL after 'sqlalchemy+'), or openai-conversation://CONV_ID "
