@@ -11,6 +11,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.shared import ErrorObject
+from test_mock_types import REPLIES as RESPONSE_REPLIES
 from test_mock_types import problems
 
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
@@ -20,15 +21,11 @@ pytestmark = pytest.mark.anyio
 STREAMED = pytest.mark.parametrize("streamed", [False, True])
 HI = [{"role": "user", "content": "hi"}]
 
+# The Responses mock's reply kinds that a chat completion can carry (no refusals, parts or
+# custom tools); reasoning is left out of the choice.
+CARRIED = ("text", "chunks", "empty text", "function call", "parallel calls", "text then call")
 REPLIES: dict[str, Callable[[], Reply]] = {
-    "text": lambda: Reply.text("hello there friend"),
-    "chunks": lambda: Reply.text("a b c d", chunks=["a", " b c", " d"]),
-    "empty text": lambda: Reply.text(""),
-    "function call": lambda: Reply.tool_call("get_weather", {"city": "Paris"}),
-    "parallel calls": lambda: Reply.tool_calls([("f", {"a": 1}), ("g", "{}")]),
-    "text then call": lambda: Reply.text("let me check") + Reply.tool_call("f", {}),
-    "reasoning": lambda: Reply.text("ok", reasoning="one two three"),
-    "incomplete": lambda: Reply.text("cut off here").as_incomplete(),
+    kind: RESPONSE_REPLIES[kind] for kind in (*CARRIED, "reasoning", "incomplete")
 }
 
 
