@@ -18,6 +18,7 @@ from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
 
+
 STREAMED = pytest.mark.parametrize("streamed", [False, True])
 HI = [{"role": "user", "content": "hi"}]
 
