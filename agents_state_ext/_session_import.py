@@ -205,7 +205,8 @@ async def import_session(
     creates nothing; after the session grew, only its new turns. ``dry_run`` reads and counts
     but writes nothing. A chat at ``conversation_id`` that was not imported from this session,
     or that went on after its import while the session did too, is ``StoreError``;
-    ``ValueError`` for session items that do not start with a user (or system) message.
+    ``ValueError`` for session items that do not start with a user (or system) message, and
+    for a session whose ``session_settings.limit`` would hide the start of its history.
     """
     if strategy not in _CLIENT_OWNED:
         raise ValueError(
@@ -213,6 +214,12 @@ async def import_session(
             f"not {strategy!r}"
         )
     source = session_source(session)
+    limit = getattr(getattr(session, "session_settings", None), "limit", None)
+    if limit is not None:
+        raise ValueError(
+            f"{source} reads only its last {limit} items (session_settings.limit): open it "
+            "without a limit to import its whole history"
+        )
     items = await session.get_items()
     turns = split_turns(items)
     counter = counter if counter is not None else TokenCounter("gpt-4.1")

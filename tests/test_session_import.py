@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import SessionSettings
 
 from agents_state_ext import (
     InMemoryStore,
@@ -163,6 +164,11 @@ async def test_a_conversation_id_that_holds_another_chat_is_refused(
         await import_session(session, store=store, conversation_id="mine")
     with pytest.raises(ValueError, match="strategy must be replay or session"):
         await import_session(session, store=store, strategy="previous_response")
+    windowed = SQLiteSession("s1", session.db_path, session_settings=SessionSettings(limit=2))
+    with pytest.raises(ValueError, match="reads only its last 2 items"):
+        await import_session(windowed, store=store)  # it would import a truncated history
+    windowed.close()
+    assert await store.list_conversations() == ["mine"]
 
 
 def test_turns_start_with_instructions_and_a_user_message() -> None:
