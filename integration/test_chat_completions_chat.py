@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 import pytest
 from agents import Agent, function_tool
 
 from agents_state_ext import ContextIndex, TokenCounter, select_context
-from agents_state_ext.testing import MockResponsesAPI, Reply
+from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
 from ._chat import open_chat, slow_reply, stop_midway
 from ._support import STREAMED
@@ -131,3 +132,31 @@ async def test_a_model_tiktoken_does_not_know_is_counted_as_an_estimate(
     own = await open_chat(mock, strategy, agent=agent_on(mock, "llama-3.1-8b"))  # counter= given
     mock.enqueue(Reply.text("hello"))
     assert (await own.record((await own.send("hi", stream=streamed)).id)).exact is True
+
+
+@CLIENT
+@STREAMED
+async def test_a_failed_request_is_retried_with_the_same_messages(
+    mock: MockResponsesAPI, strategy: str, streamed: bool
+) -> None:
+    chat = await open_chat(mock, strategy, agent=agent_on(mock))
+    mock.enqueue(Reply.text("hello"), Reply.text("fine"))
+    await chat.send("hi", stream=streamed)
+    mock.inject(Fault.drop_mid_stream(2) if streamed else Fault.status(500))
+    with pytest.raises(openai.APIConnectionError if streamed else openai.InternalServerError):
+        await chat.send("how are you?", stream=streamed)
+    answer = await chat.retry(stream=streamed)
+    assert answer.text == "fine"
+    failed, retried = mock.chat_requests[-2:]
+    assert (
+        said(failed)
+        == said(retried)
+        == [
+            "system:be brief",
+            "user:hi",
+            "assistant:hello",
+            "user:how are you?",
+        ]
+    )
+    records = await chat.attempts()
+    assert [r.status for r in records] == ["complete", "failed", "complete"]
