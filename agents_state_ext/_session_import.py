@@ -107,6 +107,8 @@ class ImportReport:
     def text(self) -> str:
         """One line per fact, for a person (the CLI prints it)."""
         verb = "would " if self.dry_run else ""
+        if not self.nodes and self.created:
+            return f"nothing to import: {self.source} holds no items"
         if not self.nodes:
             return f"nothing new: {self.conversation_id} already holds {self.source}"
         what = ", ".join(f"{n} {role}" for role, n in self.nodes.items())

@@ -65,7 +65,7 @@ def test_the_cli_imports_with_a_dry_run_once_and_exports_once(tmp_path: Path) ->
     cli("import", other, "--from-session", url)  # creates the file
     fresh = cli("import", other, "--from-session", sqlite_url(sessions, "s2"), "--dry-run")
     assert fresh.exit_code == 0, fresh.stderr
-    assert fresh.stdout.startswith("nothing new")  # an empty session has nothing to import
+    assert fresh.stdout.strip() == "nothing to import: SQLiteSession:s2 holds no items"
 
     out = sqlite_url(tmp_path / "out.db", "copy")
     plan = cli("export", store, "chat_1", "--to-session", out, "--dry-run")
