@@ -18,6 +18,8 @@ from ._repairs import (
     ToolCallRepair,
 )
 from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._session_export import ExportReport, export_session
+from ._session_import import ImportReport, import_session
 from ._state import ConversationState, ServerConversationState
 from ._tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
 from ._tracker import ServerConversationTracker
@@ -91,11 +93,13 @@ __all__ = [
     "ConversationState",
     "ConversationStore",
     "EmptyMessageError",
+    "ExportReport",
     "FencedOutError",
     "GraphError",
     "GraphSession",
     "HandoffDowngrade",
     "HandoffFilterError",
+    "ImportReport",
     "InMemoryStore",
     "IncompleteHistoryError",
     "InputFilterError",
@@ -138,7 +142,9 @@ __all__ = [
     "TrackedModelProvider",
     "encoding_for_model",
     "explain",
+    "export_session",
     "guard_handoffs",
+    "import_session",
     "load_encoding",
     "open_conversation",
     "select_context",

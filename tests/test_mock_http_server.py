@@ -19,7 +19,14 @@ import openai
 import pytest
 from _grammar import message, through
 from _grammar import stream as stream_of
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from openai import AsyncOpenAI
 
 from agents_state_ext.testing import (
@@ -126,6 +133,21 @@ async def test_tool_calls_and_previous_response_id_chaining(
         "user: and tomorrow?",
         "assistant: echo: and tomorrow?",
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_chat_completions_model_over_the_socket(server: MockServer, streamed: bool) -> None:
+    server.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("It is sunny."))
+    async with server.client() as client:
+        model = OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
+        agent = Agent(name="assistant", model=model, tools=[get_weather])
+        result, _ = await run(agent, "weather?", streamed)
+    assert result.final_output == "It is sunny."
+    said = [[m["role"] for m in body["messages"]] for body in server.chat_requests]
+    assert said == [["user"], ["user", "assistant", "tool"]]
+    assert [r.streamed for r in server.requests] == [streamed, streamed]
+    assert server.response_ids == []  # chat completions store nothing
 
 
 @pytest.mark.anyio

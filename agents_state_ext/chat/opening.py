@@ -49,8 +49,10 @@ async def open_conversation(
     with ``system`` instructions; a stored one keeps the strategy it was created with (a
     different one raises ``MixedStateOwnerError``) and its stored budget and prompt version
     unless ``budget`` / ``prompt_version`` is given (a given one is stored for later
-    openings). ``agent`` answers (required to send). ``counter`` defaults to an exact
-    :class:`~agents_state_ext.TokenCounter` for the agent's model.
+    openings). ``agent`` answers (required to send). ``counter`` defaults to a
+    :class:`~agents_state_ext.TokenCounter` for the agent's model: exact for an OpenAI model,
+    an estimate marked ``exact=False`` on selections and records for one tiktoken does not
+    know (pass your own counter for that model's tokenizer).
 
     Conversation strategy: ``server_conversation_id`` continues an existing server
     conversation (default: one is created on the first attempt); ``client`` (an

@@ -324,6 +324,13 @@ class MockServer:
         return [r.json for r in self.requests if r.method == "POST" and r.path == "/responses"]
 
     @property
+    def chat_requests(self) -> list[Any]:
+        """The JSON bodies of the ``POST /chat/completions`` requests, in order."""
+        return [
+            r.json for r in self.requests if r.method == "POST" and r.path == "/chat/completions"
+        ]
+
+    @property
     def response_ids(self) -> list[str]:
         """Ids of the stored responses, in the order they were stored."""
         return list(self._call("GET", "/responses"))
