@@ -18,6 +18,8 @@ from ._repairs import (
     ToolCallRepair,
 )
 from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._session_export import ExportReport, export_session
+from ._session_import import ImportReport, import_session
 from ._state import ConversationState, ServerConversationState
 from ._tokens import MessageCounter, TokenCounter, encoding_for_model, load_encoding
 from ._tracker import ServerConversationTracker
@@ -33,6 +35,7 @@ from .chat import (
     open_conversation,
 )
 from .errors import (
+    AgentSpecError,
     ApprovalPendingError,
     AttemptNotFoundError,
     ConcurrentUpdateError,
@@ -70,6 +73,7 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
+    "AgentSpecError",
     "ApprovalPendingError",
     "Attempt",
     "AttemptDiff",
@@ -89,11 +93,13 @@ __all__ = [
     "ConversationState",
     "ConversationStore",
     "EmptyMessageError",
+    "ExportReport",
     "FencedOutError",
     "GraphError",
     "GraphSession",
     "HandoffDowngrade",
     "HandoffFilterError",
+    "ImportReport",
     "InMemoryStore",
     "IncompleteHistoryError",
     "InputFilterError",
@@ -136,7 +142,9 @@ __all__ = [
     "TrackedModelProvider",
     "encoding_for_model",
     "explain",
+    "export_session",
     "guard_handoffs",
+    "import_session",
     "load_encoding",
     "open_conversation",
     "select_context",

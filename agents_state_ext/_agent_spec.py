@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 import click
 from agents import Agent, Model, OpenAIResponsesModel
 
-__all__ = ["agent_option", "bind_model", "load_agent"]
+from .errors import AgentSpecError
+
+__all__ = ["agent_option", "bind_model", "cli_agent", "load_agent"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -29,28 +31,36 @@ def agent_option(command: _F) -> _F:
 def load_agent(spec: str) -> Agent[Any]:
     """The ``Agent`` named by ``module:attr`` (``attr`` may be dotted, or a no-argument factory).
 
-    The current directory is importable, as for ``python -m``. Every failure is a
-    ``click.BadParameter`` that says what was wrong.
+    The current directory is importable, as for ``python -m``. Every failure is an
+    ``AgentSpecError`` that says what was wrong.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise click.BadParameter(f"expected MODULE:ATTR (e.g. myapp.agents:triage), got {spec!r}")
+        raise AgentSpecError(f"expected MODULE:ATTR (e.g. myapp.agents:triage), got {spec!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         value: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from None
+        raise AgentSpecError(f"cannot import {module_name!r}: {exc}") from None
     for part in attr.split("."):
         try:
             value = getattr(value, part)
         except AttributeError:
-            raise click.BadParameter(f"{module_name!r} has no attribute {attr!r}") from None
+            raise AgentSpecError(f"{module_name!r} has no attribute {attr!r}") from None
     if callable(value) and not isinstance(value, Agent):
         value = value()
     if not isinstance(value, Agent):
-        raise click.BadParameter(f"{spec} is a {type(value).__name__}, not an agents.Agent")
+        raise AgentSpecError(f"{spec} is a {type(value).__name__}, not an agents.Agent")
     return value
+
+
+def cli_agent(spec: str) -> Agent[Any]:
+    """``load_agent`` for a command line: a bad spec is click's usage error on ``--agent``."""
+    try:
+        return load_agent(spec)
+    except AgentSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--agent'") from None
 
 
 def bind_model(agent: Agent[Any], model: str, client: Any) -> Agent[Any]:

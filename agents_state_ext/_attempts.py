@@ -91,6 +91,12 @@ class AttemptRecord:
     (``call_id``, ``tool_name``, ``arguments``, ``agent``) with the ``decision`` taken on each
     and its ``message``. Times are Unix seconds. Records stored before a field existed load
     with its default.
+
+    ``exact`` is false when the token counts in ``included`` and ``used`` are estimates (the
+    chat's counter had no encoding for the model; see ``TokenCounter``'s ``estimate``).
+    ``imported_from`` names the SDK session an imported answer came from
+    (``"SQLiteSession:<session_id>"``, see :func:`~agents_state_ext.import_session`): such a
+    record describes no request this library sent, so it has no model settings or digests.
     """
 
     message_id: str
@@ -125,6 +131,8 @@ class AttemptRecord:
     replay_of: str | None = None
     trace_id: str | None = None
     reasoning: dict[str, int] = field(default_factory=dict)
+    exact: bool = True
+    imported_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of this record."""

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._input_rules import item_problem
 from .errors import EmptyMessageError, MessageContentError
 
 __all__ = ["check_content", "content_problem"]
@@ -84,10 +85,21 @@ def _blank(item: Mapping[str, Any]) -> bool:
 def check_content(content: Any, action: str) -> None:
     """Raise unless ``content`` is a non-empty message content (for ``action``, e.g. ``send``).
 
-    ``MessageContentError`` for the wrong shape, ``EmptyMessageError`` for blank text, no
-    items, or only message items whose text is blank.
+    ``MessageContentError`` for the wrong shape or for an item the Responses API refuses (an
+    unknown item type or field, a role such as ``tool``, see ``_input_rules``),
+    ``EmptyMessageError`` for blank text, no items, or only message items whose text is blank.
+    For new content only: stored nodes are never checked by it.
     """
     problem = content_problem(content)
+    if problem is None and not isinstance(content, str):
+        problem = next(
+            (
+                f"item {index}: {found} (the Responses API refuses it)"
+                for index, item in enumerate(content)
+                if (found := item_problem(item)) is not None
+            ),
+            None,
+        )
     if problem is not None:
         raise MessageContentError(f"cannot {action} this message: {problem}")
     empty = not content.strip() if isinstance(content, str) else all(map(_blank, content))

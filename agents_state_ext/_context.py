@@ -16,6 +16,7 @@ costs the runs it takes and the few turns it jumps through, not the turns it kee
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from bisect import bisect_left
@@ -26,7 +27,7 @@ from typing import Any, overload
 
 from ._graph import ConversationGraph
 from ._nodes import Node, branch_status
-from ._tokens import MessageCounter
+from ._tokens import MessageCounter, counts_exactly
 from .errors import ContextOverflowError, GraphError
 
 __all__ = ["ContextIndex", "ContextSelection", "select_context"]
@@ -43,6 +44,8 @@ class ContextSelection:
 
     ``items`` are the selected nodes' own item dicts, not copies. ``tokens`` maps each
     selected node id to its count; ``turns`` is how many history turns were picked.
+    ``exact`` is false when the counter's counts are estimates (see ``TokenCounter``'s
+    ``estimate``): then ``used`` and the budget check are estimates too.
     """
 
     nodes: list[Node]
@@ -53,6 +56,7 @@ class ContextSelection:
     overflow: bool
     required_ids: tuple[str, ...]
     turns: int
+    exact: bool = True
 
     def ensure_sendable(self) -> ContextSelection:
         """This selection, or :class:`ContextOverflowError` if it must not be sent."""
@@ -612,7 +616,8 @@ def select_context(
     if budget is None or counter is None:
         raise TypeError("select_context(path, ...) needs budget= and counter=")
     index = index if index is not None else ContextIndex()
-    return index.select(path, budget=budget, counter=counter, user_id=user_id)
+    selection = index.select(path, budget=budget, counter=counter, user_id=user_id)
+    return selection if counts_exactly(counter) else dataclasses.replace(selection, exact=False)
 
 
 def _select_plain(request: Mapping[str, Any]) -> dict[str, Any]:

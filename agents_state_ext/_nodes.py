@@ -67,7 +67,7 @@ class Node:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Node:
         """Rebuild a node written by :meth:`to_dict`; a wrongly typed field is ``GraphError``."""
-        _check_fields(data)
+        check_node_fields(data)
         return cls(
             id=data["id"],
             parent_id=data.get("parent_id"),
@@ -81,7 +81,7 @@ class Node:
         )
 
 
-def _check_fields(data: Any) -> None:
+def check_node_fields(data: Any) -> None:
     """``GraphError`` unless ``data`` has the field types of :meth:`Node.to_dict`."""
     if not isinstance(data, Mapping):
         raise GraphError(f"a node is an object, got {type(data).__name__}")

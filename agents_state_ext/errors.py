@@ -47,6 +47,7 @@ from agents.exceptions import UserError
 from openai import BadRequestError
 
 __all__ = [
+    "AgentSpecError",
     "ApprovalPendingError",
     "AttemptNotFoundError",
     "ConcurrentUpdateError",
@@ -94,6 +95,14 @@ class HandoffFilterError(StateExtError, UserError, ValueError):
 
 class InputFilterError(StateExtError, UserError, TypeError):
     """A ``call_model_input_filter`` returned something but ``ModelInputData`` with a list."""
+
+
+class AgentSpecError(StateExtError, ValueError):
+    """A ``module:attr`` agent reference (``--agent``, ``AGENTS_STATE_EXT_AGENT``) names no agent.
+
+    Its message says what was wrong: the form, a module that cannot be imported, a missing
+    attribute, or a value that is not an ``agents.Agent`` (nor a function returning one).
+    """
 
 
 class StateBlobError(StateExtError, ValueError):

@@ -44,9 +44,12 @@ def slow_reply(*, streamed: bool) -> Reply:
     return Reply.text(SLOW, chunks=chunks, delay=0.02 if streamed else 1.0)
 
 
-async def stop_midway(attempt: Attempt, *, streamed: bool, mock: MockResponsesAPI) -> Attempt:
+async def stop_midway(
+    attempt: Attempt, *, streamed: bool, mock: MockResponsesAPI, path: str = "/responses"
+) -> Attempt:
     """Stop after two streamed deltas, or while the non-streamed request is in flight (the mock
-    holds it, unanswered: waited for, never guessed with a sleep)."""
+    holds it, unanswered: waited for, never guessed with a sleep). ``path``: the endpoint the
+    agent's model posts to (``/chat/completions`` for a Chat Completions model)."""
     if streamed:
         seen = 0
         async for _ in attempt:
@@ -55,7 +58,7 @@ async def stop_midway(attempt: Attempt, *, streamed: bool, mock: MockResponsesAP
                 break
     else:
         for _ in range(1000):
-            posts = [r for r in mock.requests if r.method == "POST" and r.path == "/responses"]
+            posts = [r for r in mock.requests if r.method == "POST" and r.path == path]
             if posts and posts[-1].status is None:
                 break
             await asyncio.sleep(0.01)

@@ -149,14 +149,14 @@ def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
         # An in-stream failure replaces the terminal event: after the last frame it cannot come.
         frames = sent[:-1] if way.in_stream else sent
         for k, event in enumerate(frames, start=1):
-            if way.in_stream and not FULL and not _sampled(frames, k, narrow=way.narrow):
+            if not FULL and not _sampled(frames, k, narrow=way.narrow):
                 continue
             yield Point(f"req{index} after {event} (#{k})", request=index, after_events=k)
 
 
 FULL = os.environ.get("STATE_EXT_MATRIX_FULL") == "1"
-"""Every frame of every answer for the in-stream failure ways (else a sample, see ``_sampled``),
-and every cell of the late-input script (else its checkpoint cells, see ``_late_cell``)."""
+"""Every frame of every answer for the mid-stream ways (else a sample, see ``_sampled``), and
+every cell of the late-input script (else its checkpoint cells, see ``_late_cell``)."""
 
 _LATE_FAULTS = ("status_500", "drop", "response_failed", "status_500_commit", "drop_commit")
 
@@ -178,7 +178,7 @@ _TEXT_DELTA = "response.output_text.delta"
 
 
 def _sampled(frames: list[str], k: int, *, narrow: bool) -> bool:
-    """Whether an in-stream failure after frame ``k`` is run at the CI size.
+    """Whether a mid-stream fault (a drop, an in-stream failure) after frame ``k`` runs at CI size.
 
     Kept: after every output item's ``done`` (what the client holds changes there); unless
     ``narrow``, also after ``response.created`` (the response has an id), after the first delta

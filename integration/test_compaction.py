@@ -105,3 +105,36 @@ async def test_conversation_compaction_moves_to_a_seeded_conversation(
     items = describe_items(mock.conversation_items(str(result.conversation_id)))
     assert items[-2:] == ["user: next", "assistant: two"]
     assert "assistant: one" not in items
+
+
+@STREAMED
+@pytest.mark.parametrize("owner", ["previous_response", "conversation", "replay"])
+async def test_a_branch_with_reasoning_compacts_and_goes_on(
+    mock: MockResponsesAPI, owner: str, streamed: bool
+) -> None:
+    """A reasoning model's turns (a reasoning item before each answer) compact, and the next
+    turn is taken: the mock refuses what the real API refuses about reasoning items."""
+    agent = Agent(name="a", model=mock.model("gpt-5"))
+    if owner == "conversation":
+        state = ConversationState.conversation(mock.create_conversation())
+    else:
+        state = getattr(ConversationState, owner)()
+    mock.enqueue(Reply.text("one"), Reply.text("two"), Reply.text("three"))
+    first = await run_turn(state, agent, "first", streamed=streamed)
+    second_input: Any = "second"
+    if owner == "replay":
+        second_input = [*first.to_input_list(), {"role": "user", "content": "second"}]
+    second = await run_turn(state, agent, second_input, streamed=streamed)
+    held = second.to_input_list() if owner == "replay" else None
+    result = await state.compact(client=mock.client(), model="gpt-5", items=held)
+    [compaction] = [i for i in result.items if i["type"] == "compaction"]
+    replaced = decode_compaction(compaction["encrypted_content"])
+    assert [i["type"] for i in replaced].count("reasoning") == 2
+    follow: Any = "third"
+    if owner == "replay":
+        follow = [*result.items, {"role": "user", "content": "third"}]
+    third = await run_turn(state, agent, follow, streamed=streamed)
+    assert third.final_output == "three"
+    assert [r.status for r in mock.requests if r.status >= 400] == []
+    _, _, sent = wire(mock.response_requests[-1])
+    assert sent[-1] == "user:third" and "assistant:one" not in sent

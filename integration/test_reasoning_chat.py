@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from agents import Agent, function_tool
 
 from agents_state_ext.testing import MockResponsesAPI, RecordedRequest, Reply
 
@@ -159,3 +160,85 @@ async def test_a_budget_that_drops_older_turns_keeps_reasoning_with_its_items(
     assert record.used <= 40
     # Older turns were left out, whole: no reasoning item without its message.
     assert len(record.included) < len(chat.active_path())
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (needs approval)."""
+    return f"deleted {path}"
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_an_approval_pause_between_reasoning_and_its_call_resumes(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    """[reasoning, call] pauses for approval; the decision resumes it with the call's reasoning
+    item kept beside it, and the next turn is taken."""
+    agent = Agent(name="assistant", model=mock.model("gpt-5"), tools=[delete_file])
+    chat = await open_chat(mock, strategy, agent=agent)
+    mock.enqueue(Reply.tool_call("delete_file", {"path": "/tmp/x"}), Reply.text("Deleted."))
+    paused = await chat.send("delete /tmp/x", stream=streamed)
+    assert paused.status == "awaiting_approval"
+    [pending] = await chat.pending_approvals()
+    await chat.approve(pending.call_id)
+    resumed = await chat.resume(stream=streamed)
+    mock.enqueue(Reply.text("Bye."))
+    bye = await chat.send("bye", stream=streamed)
+    assert (resumed.status, resumed.text, bye.status) == ("complete", "Deleted.", "complete")
+    assert refusals(mock) == []
+    if strategy in ("replay", "session"):
+        assert reasoning_sent_by_id_alone(mock) == []
+    if strategy != "conversation":
+        seen = mock.transcript(str((await chat.record(bye.id)).response_id))
+        assert reasoning_well_placed(seen)
+        assert [i["type"] for i in seen].count("reasoning") == 3
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", ["replay", "session"])
+async def test_store_false_chats_carry_encrypted_reasoning_through_every_action(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    chat = await open_chat(mock, strategy, agent=reasoning_agent(mock, store=False))
+    mock.enqueue(Reply.text("Hello!"))
+    hi = await chat.send("hi", stream=streamed)
+    mock.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."))
+    await chat.send("weather?", stream=streamed)
+    mock.enqueue(Reply.text("Sunny, 21 C."))
+    retried = await chat.retry(stream=streamed)
+    assert retried.status == "complete"
+    # The greeting's reasoning went back inline; the retried-away answer's (call) did not.
+    assert (await chat.record(retried.id)).reasoning == {"carried": 1, "dropped": 0}
+    mock.enqueue(Reply.text("Hello again!"))
+    edited = await chat.edit(hi.user_id, "hello there", stream=streamed)
+    mock.enqueue(Reply.text("Bye."))
+    bye = await chat.send("bye", stream=streamed)
+    assert (edited.status, bye.status) == ("complete", "complete")
+    assert (await chat.record(bye.id)).reasoning == {"carried": 1, "dropped": 0}
+    assert refusals(mock) == []
+    assert mock.response_ids == []  # store=False: the server kept nothing to lean on
+    assert reasoning_sent_by_id_alone(mock) == []
+    assert all(body["store"] is False for body in mock.response_requests)
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_handoff_between_reasoning_agents_goes_on_the_next_turn(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    specialist = Agent(name="specialist", model=mock.model("gpt-5"))
+    agent = Agent(name="assistant", model=mock.model("gpt-5"), handoffs=[specialist])
+    chat = await open_chat(mock, strategy, agent=agent)
+    mock.enqueue(Reply.tool_call("transfer_to_specialist", {}), Reply.text("Specialist here."))
+    handed = await chat.send("I need a specialist", stream=streamed)
+    mock.enqueue(Reply.text("Still here."))
+    after = await chat.send("thanks", stream=streamed)
+    assert (handed.text, after.text) == ("Specialist here.", "Still here.")
+    assert refusals(mock) == []
+    if strategy in ("replay", "session"):
+        assert reasoning_sent_by_id_alone(mock) == []
+        assert (await chat.record(after.id)).reasoning == {"carried": 2, "dropped": 0}
+    if strategy != "conversation":
+        seen = mock.transcript(str((await chat.record(after.id)).response_id))
+        assert reasoning_well_placed(seen)

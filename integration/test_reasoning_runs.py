@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agents import Agent, ModelSettings, RunConfig
+from agents import Agent, ModelSettings, RunConfig, Runner
 
 from agents_state_ext import ConversationState, ReasoningDroppedWarning
 from agents_state_ext.testing import MockResponsesAPI, Reply
@@ -157,3 +157,36 @@ async def test_a_reasoning_model_beside_another_model_is_not_asked_for_encrypted
     assert refusals(mock) == []
     assert result.final_output == "helped"
     assert all(ENCRYPTED not in (b.get("include") or []) for b in mock.response_requests)
+
+
+@STREAMED
+@pytest.mark.parametrize("strategy", ["replay", "previous_response", "conversation"])
+async def test_runner_called_directly_with_the_run_config_takes_reasoning_turns(
+    mock: MockResponsesAPI, streamed: bool, strategy: str
+) -> None:
+    """``Runner.run(state.bind(agent), ..., run_config=state.run_config())``: the same turns
+    as ``state.run``; the app asks for encrypted reasoning itself (docs/strategies.md)."""
+    state = state_for(strategy, mock)
+    agent = reasoning_agent(mock)
+    if strategy == "replay":
+        agent = agent.clone(model_settings=ModelSettings(response_include=[ENCRYPTED]))
+    history: list[Any] = []
+    result: Any = None
+    for text, replies in TURNS:
+        mock.enqueue(*replies)
+        new = [{"role": "user", "content": text}]
+        given = history + new if strategy == "replay" else new
+        if streamed:
+            result = Runner.run_streamed(state.bind(agent), given, run_config=state.run_config())
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await Runner.run(state.bind(agent), given, run_config=state.run_config())
+        history = result.to_input_list()
+    assert refusals(mock) == []
+    assert result.final_output == "Both sunny."
+    transcript = mock.transcript(mock.response_ids[-1])
+    assert said(transcript) == SAID
+    assert reasoning_well_placed(transcript)
+    if strategy == "replay":
+        assert reasoning_sent_by_id_alone(mock) == []

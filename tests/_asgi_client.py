@@ -95,8 +95,12 @@ class ASGIClient:
         *,
         raw: bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        stall: bool = False,
     ) -> Streamed:
-        """Send a request; the response once its headers are in (the body may still stream)."""
+        """Send a request; the response once its headers are in (the body may still stream).
+
+        ``stall``: the body is sent as a first part of more to come, which never comes.
+        """
         content = raw if raw is not None else b"" if body is None else json.dumps(body).encode()
         path, _, query = path.partition("?")
         sent = {**self.headers, **(headers or {})}
@@ -123,7 +127,7 @@ class ASGIClient:
             nonlocal delivered
             if not delivered:
                 delivered = True
-                return {"type": "http.request", "body": content, "more_body": False}
+                return {"type": "http.request", "body": content, "more_body": stall}
             await response._gone.wait()
             return {"type": "http.disconnect"}
 

@@ -35,10 +35,15 @@ async def _cleanup() -> None:
 
 
 # Modules whose tests share a costly module-scoped fixture: the soak's whole run (four uvicorn
-# workers and the mock), and Chromium with the mock and the app for the page's tests. Under
-# pytest-xdist, tests are handed out one by one, so each worker that got one of them would
-# build the fixture again; in one group (--dist=loadgroup) it is built once.
-ONE_WORKER_MODULES = ("test_soak.py", "test_web_ui.py", "test_store_outages.py")
+# workers and the mock), and Chromium with the mock and the app (or serve) for the browser
+# tests. Under pytest-xdist, tests are handed out one by one, so each worker that got one of
+# them would build the fixture again; in one group (--dist=loadgroup) it is built once.
+ONE_WORKER_MODULES = (
+    "test_soak.py",
+    "test_web_ui.py",
+    "test_web_security.py",
+    "test_store_outages.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -99,3 +99,12 @@ def test_records_keep_their_approvals_and_older_records_load_without() -> None:
     older = record.to_dict()
     del older["approvals"]
     assert AttemptRecord.from_dict(older).approvals == []
+
+
+def test_records_stored_before_exact_and_imported_from_load_with_their_defaults() -> None:
+    older = AttemptRecord("m1", "a1", status="complete").to_dict()
+    del older["exact"], older["imported_from"]
+    loaded = AttemptRecord.from_dict(older)
+    assert (loaded.exact, loaded.imported_from) == (True, None)
+    marked = AttemptRecord("m1", "a1", exact=False, imported_from="SQLiteSession:s1")
+    assert AttemptRecord.from_dict(marked.to_dict()) == marked

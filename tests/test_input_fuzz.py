@@ -115,9 +115,8 @@ async def chat_on(mock: MockResponsesAPI, store: Any) -> Conversation:
 
 async def act(action: Callable[[Conversation], Any], stream: bool) -> None:
     store = InMemoryStore()
-    # The promise fuzzed here is the library's own check; it passes item types and message roles
-    # the real API refuses (issue 26 report), so the mock's request rules are off.
-    async with MockResponsesAPI(validate_requests=False) as mock:
+    # The mock's request rules are on: what the library lets through, the real API must take.
+    async with MockResponsesAPI() as mock:
         chat = await chat_on(mock, store)
         first = await chat.send("first", stream=stream)
         assert first.status == "complete"

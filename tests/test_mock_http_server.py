@@ -19,7 +19,14 @@ import openai
 import pytest
 from _grammar import message, through
 from _grammar import stream as stream_of
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from openai import AsyncOpenAI
 
 from agents_state_ext.testing import (
@@ -130,6 +137,21 @@ async def test_tool_calls_and_previous_response_id_chaining(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("streamed", [False, True])
+async def test_a_chat_completions_model_over_the_socket(server: MockServer, streamed: bool) -> None:
+    server.enqueue(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("It is sunny."))
+    async with server.client() as client:
+        model = OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
+        agent = Agent(name="assistant", model=model, tools=[get_weather])
+        result, _ = await run(agent, "weather?", streamed)
+    assert result.final_output == "It is sunny."
+    said = [[m["role"] for m in body["messages"]] for body in server.chat_requests]
+    assert said == [["user"], ["user", "assistant", "tool"]]
+    assert [r.streamed for r in server.requests] == [streamed, streamed]
+    assert server.response_ids == []  # chat completions store nothing
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True])
 async def test_a_conversation_over_the_socket(server: MockServer, streamed: bool) -> None:
     async with server.client() as client:
         conversation = await client.conversations.create(items=[])
@@ -147,6 +169,40 @@ async def test_a_conversation_over_the_socket(server: MockServer, streamed: bool
     assert [item.id for item in listed.data] == [item["id"] for item in items]
     assert server.create_conversation([{"role": "user", "content": "seeded"}]) == "conv_2"
     assert describe_items(server.conversation_items("conv_2")) == ["user: seeded"]
+
+
+async def rules_and_lock(client: AsyncOpenAI) -> list[str]:
+    """An unknown parameter, then a second request on a conversation with a stream in flight:
+    the status or error code of each."""
+    conversation = await client.conversations.create()
+    stream = await client.responses.create(
+        model="gpt-4.1", input="a b c", conversation=conversation.id, stream=True
+    )
+    answers: list[str] = []
+    for extra in ({"extra_body": {"foo": 1}}, {"conversation": conversation.id}):
+        try:
+            answers.append(
+                (await client.responses.create(model="gpt-4.1", input="x", **extra)).status or ""
+            )
+        except openai.BadRequestError as error:
+            assert isinstance(error.body, dict)
+            answers.append(error.body["code"])
+    await stream.close()
+    return answers
+
+
+@pytest.mark.anyio
+async def test_request_rules_and_the_conversation_lock_can_be_turned_off(
+    server: MockServer,
+) -> None:
+    """``validate_requests`` and ``lock_conversations`` reach the server (on by default)."""
+    server.enqueue(Reply.text("a b c", delay=0.2))
+    async with server.client() as client:
+        assert await rules_and_lock(client) == ["unknown_parameter", "conversation_locked"]
+    loose = MockServer(validate_requests=False, lock_conversations=False)
+    async with loose, loose.client() as client:
+        loose.enqueue(Reply.text("a b c", delay=0.2))
+        assert await rules_and_lock(client) == ["completed", "completed"]
 
 
 @pytest.mark.anyio

@@ -282,6 +282,27 @@ async def test_conversations_endpoints_apply_the_same_rules(mock: MockResponsesA
     assert conversation.id == "conv_1"  # the rejected creates made none
 
 
+async def test_compact_applies_the_same_rules(mock: MockResponsesAPI) -> None:
+    client = mock.client()
+    compact = client.responses.compact
+    error = await rejected(compact(model="gpt-4.1", input="hi", extra_body={"store": False}))
+    assert (error["param"], error["code"]) == ("store", "unknown_parameter")
+    error = await rejected(
+        compact(model="gpt-4.1", input=[{"role": "tool", "content": "x"}])  # type: ignore[list-item]
+    )
+    assert (error["param"], error["message"]) == ("input[0]", ROLE_MESSAGE)
+    error = await rejected(compact(model="gpt-4.1", input=[call_item(id="call_1")]))
+    assert (error["param"], error["code"]) == ("input[0].id", "invalid_id_prefix")
+    error = await rejected(compact(model="gpt-4.1", input=[call_item(arguments={"a": 1})]))
+    assert (error["param"], error["code"]) == ("input[0].arguments", "invalid_type")
+    response = await post(mock, "/responses/compact", {"input": "hi"})
+    assert (response.status_code, response.json()["error"]["param"]) == (400, "model")
+    error = await rejected(compact(model="gpt-4o", input="word " * 128_001))
+    assert error["message"] == CONTEXT_MESSAGE
+    compacted = await compact(model="gpt-4.1", input=[{"role": "user", "content": "fine"}])
+    assert compacted.output[-1].type == "compaction"
+
+
 async def test_the_rules_can_be_turned_off() -> None:
     async with MockResponsesAPI(validate_requests=False) as mock:
         items = [

@@ -55,7 +55,9 @@ async def test_default_reply_echoes_last_user_message_and_stores_context(
             "id": "msg_2",
             "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": "echo: hi there", "annotations": []}],
+            "content": [
+                {"type": "output_text", "text": "echo: hi there", "annotations": [], "logprobs": []}
+            ],
         },
     ]
     assert mock.response("resp_1")["output"][0]["id"] == "msg_2"

@@ -224,15 +224,36 @@ def compacted_problems(body: dict[str, Any], where: str) -> list[str]:
     return found
 
 
+def page_of(model: type[BaseModel]) -> Callable[[dict[str, Any], str], list[str]]:
+    """A list page as ``model``; an empty one must carry ``first_id``/``last_id`` null.
+
+    The one exception to the types: openai types both ids as ``str``, the mock sends null on an
+    empty page, as the live API does for the lists it types the same way (see
+    ``_conversations.list_page``). The rest of an empty page is checked strictly.
+    """
+
+    def check(body: dict[str, Any], where: str) -> list[str]:
+        if body.get("data") != []:
+            return problems(model, body, where)
+        found = [
+            f"{where}: {key} of an empty page is {body.get(key)!r}"
+            for key in ("first_id", "last_id")
+            if key not in body or body[key] is not None
+        ]
+        return found + problems(model, {**body, "first_id": "-", "last_id": "-"}, where)
+
+    return check
+
+
 KINDS: dict[str, Any] = {
     "POST /responses/compact": compacted_problems,
     "POST /responses": Response,
     "DELETE /responses/": dict,  # openai's responses.delete returns None: no body type
-    "GET /responses/resp_1/input_items": ResponseItemList,
+    "GET /responses/resp_1/input_items": page_of(ResponseItemList),
     "GET /responses/": Response,
-    "POST /conversations/conv_1/items": ConversationItemList,
+    "POST /conversations/conv_1/items": page_of(ConversationItemList),
     "GET /conversations/conv_1/items/": ConversationItem,
-    "GET /conversations/conv_1/items": ConversationItemList,
+    "GET /conversations/conv_1/items": page_of(ConversationItemList),
     "DELETE /conversations/conv_1/items/": Conversation,
     "DELETE /conversations/": ConversationDeletedResource,
     "POST /conversations": Conversation,
@@ -299,6 +320,33 @@ async def test_every_reply_kind_is_a_strict_response(
     assert_strict(wire)
 
 
+def _output_text_parts(body: Any) -> list[dict[str, Any]]:
+    """Every ``output_text`` part inside ``body`` (a response, an event, a list of events)."""
+    if isinstance(body, list):
+        return [part for entry in body for part in _output_text_parts(entry)]
+    if not isinstance(body, dict):
+        return []
+    found = [body] if body.get("type") == "output_text" else []
+    for value in body.values():
+        found += _output_text_parts(value)
+    return found
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_output_text_parts_carry_empty_logprobs(wire: Wire, streamed: bool) -> None:
+    """openai types ``ResponseOutputText.logprobs`` as optional, so strictness cannot see it
+    missing; the API sends ``logprobs: []`` when not asked for them [doc: openai-openapi
+    ``OutputTextContent``, required]."""
+    wire.mock.enqueue(Reply.text("hello there"), Reply.items([TWO_PARTS]))
+    await wire.create(input="hi", stream=streamed)
+    await wire.create(input="again", previous_response_id="resp_1", stream=streamed)
+    await wire.call("GET", "/responses/resp_2")
+    parts = [part for _, _, body in wire.seen for part in _output_text_parts(body)]
+    assert len(parts) >= 3
+    assert [part for part in parts if part.get("logprobs") != []] == []
+    assert_strict(wire)
+
+
 async def test_a_chain_with_tool_outputs_and_conversations_is_strict(wire: Wire) -> None:
     mock = wire.mock
     mock.enqueue(Reply.tool_call("f", {"x": 1}, call_id="call_a"), Reply.text("done"))
@@ -323,6 +371,19 @@ async def test_a_chain_with_tool_outputs_and_conversations_is_strict(wire: Wire)
     await wire.call("POST", "/responses/compact", {"model": "gpt-4.1", "input": "a long talk"})
     await wire.call("DELETE", "/responses/resp_2")
     await wire.call("DELETE", f"/conversations/{conv}")
+    assert_strict(wire)
+
+
+async def test_empty_pages_are_strict(wire: Wire) -> None:
+    _, conversation = await wire.call("POST", "/conversations", {})
+    conv = conversation["id"]
+    await wire.call("GET", f"/conversations/{conv}/items")
+    await wire.call("POST", f"/conversations/{conv}/items", {"items": []})
+    await wire.create(input="hi")
+    _, page = await wire.call("GET", "/responses/resp_1/input_items")
+    await wire.call("GET", "/responses/resp_1/input_items", after=page["last_id"])
+    pages = [body for where, _, body in wire.seen if "items" in where and "data" in body]
+    assert [len(body["data"]) for body in pages] == [0, 0, 1, 0]
     assert_strict(wire)
 
 

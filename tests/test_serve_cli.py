@@ -84,3 +84,20 @@ async def test_each_worker_serves_the_agent_named(
         assert resources.agent.name == "pirate"
         assert resources.agent.instructions == "Talk like a pirate."
         assert isinstance(resources.agent.model, Model)  # bound to the served model source
+
+
+async def test_a_worker_given_a_bad_agent_raises_the_librarys_error(tmp_path: Path) -> None:
+    """Started without the CLI (uvicorn's factory), a bad agent is a typed error, not click's."""
+    import click
+
+    from agents_state_ext import AgentSpecError, StateExtError
+    from agents_state_ext.server import ServeSettings
+    from agents_state_ext.server.runtime import open_resources
+
+    given = ServeSettings(store=str(tmp_path / "served.db"), agent="os:sep")
+    settings = ServeSettings.from_env({**given.to_env(), **OFFLINE})
+    with pytest.raises(AgentSpecError, match=r"is a str, not an agents\.Agent") as raised:
+        async with open_resources(settings):
+            pass
+    assert isinstance(raised.value, StateExtError) and isinstance(raised.value, ValueError)
+    assert not isinstance(raised.value, click.ClickException)

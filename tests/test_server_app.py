@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from _asgi_client import ASGIClient
+from _asgi_client import ASGIClient, Streamed
 from _backends import BACKENDS, redis_url, unique_name
 from _grammar import message, stream, through
 from agents import Agent, function_tool, set_tracing_disabled
@@ -148,6 +148,17 @@ def texts(items: list[dict[str, Any]]) -> list[str]:
         if item.get("type", "message") == "message":
             out.append(content)
     return out
+
+
+async def held_answer(client: ASGIClient, mock: MockResponsesAPI) -> tuple[str, Gate, Streamed]:
+    """A new conversation whose streamed answer is held after two deltas (open ``gate``)."""
+    cid = await create(client)
+    gate = gate_for(True)
+    mock.frame_hook = gate
+    mock.enqueue(slow_reply())
+    streaming = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": "go"})
+    await bounded(gate.reached.wait())
+    return cid, gate, streaming
 
 
 async def settled(client: ASGIClient, cid: str) -> list[dict[str, Any]]:
@@ -526,12 +537,7 @@ async def test_a_stop_the_streaming_worker_never_receives_is_504(
     store = InMemoryStore()
     a = apps(store, stop_bus=LocalStopBus(), worker_id="worker-a")
     b = apps(store, stop_bus=LocalStopBus(), worker_id="worker-b", stop_timeout=0.3)
-    cid = await create(a)
-    gate = gate_for(True)
-    mock.frame_hook = gate
-    mock.enqueue(slow_reply())
-    streaming = await a.open("POST", f"/api/conversations/{cid}/messages", {"content": "go"})
-    await bounded(gate.reached.wait())
+    cid, gate, streaming = await held_answer(a, mock)
     status, error = await b.post(f"/api/conversations/{cid}/stop")
     assert (status, error["error"]["type"]) == (504, "StopTimeout")
     assert "worker-a" in error["error"]["message"]

@@ -171,6 +171,32 @@ async def test_without_tokens_a_request_on_a_non_loopback_address_is_refused(
     await with_tokens.state.chat_server.aclose()
 
 
+@pytest.mark.anyio
+async def test_without_tokens_a_request_a_proxy_forwarded_is_refused(
+    mock: MockResponsesAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # nginx's default proxy_pass: over loopback, Host set to the upstream's address.
+    app = app_on(mock)
+    client = ASGIClient(app, {"host": "127.0.0.1:8000"})
+    for header in ("X-Forwarded-For", "Forwarded", "X-Forwarded-Host", "X-Real-IP"):
+        for method, path in (("GET", "/api/conversations"), ("POST", "/api/conversations")):
+            forwarded = {header: "203.0.113.5"}
+            status, body = await client.request(
+                method, path, {} if method == "POST" else None, headers=forwarded
+            )
+            assert status == 403, (header, path)
+            assert "proxy" in body["error"]["message"]
+    assert await app.state.chat_server.store.list_conversations() == []
+    refusals = [r for r in caplog.records if "came through a proxy" in r.getMessage()]
+    assert len(refusals) == 1  # logged once, not per request
+    assert (await client.get("/api/conversations"))[0] == 200
+    with_tokens = app_on(mock, tokens=TOKENS)
+    client = ASGIClient(with_tokens, {"host": "127.0.0.1:8000", "x-forwarded-for": "203.0.113.5"})
+    assert (await client.get("/api/conversations"))[0] == 401
+    await app.state.chat_server.aclose()
+    await with_tokens.state.chat_server.aclose()
+
+
 async def _on_address(client: ASGIClient, address: str, method: str, path: str) -> Any:
     original = client.app
 
@@ -295,7 +321,8 @@ async def test_deeply_nested_bodies_are_a_clean_400(
         + b"]" * 600
         + b"}]}"  # past the depth where copying the item used to overflow
     )
-    for raw in (b"[" * 200_000 + b"]" * 200_000, b'{"a": ' * 50_000 + b"1" + b"}" * 50_000):
+    # far deeper than json.loads can recurse, and under the 256 KiB body limit
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 30_000 + b"1" + b"}" * 30_000):
         for path in ("/api/conversations", f"/api/conversations/{cid}/messages"):
             status, body = await client.post(path, raw=raw, headers=json_type)
             assert status == 400 and "nests deeper" in body["error"]["message"], path
@@ -338,6 +365,14 @@ async def test_clients_send_user_messages_only_unless_the_app_trusts_them(
     content = [{"role": "developer", "content": "be terse"}, {"role": "user", "content": "hi"}]
     response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": content})
     assert (await response.all_events())[-1][0] == "record"
+    sent = len(mock.requests)
+    before = (await client.get(f"/api/conversations/{cid}"))[1]
+    tool = [{"role": "tool", "content": "42"}]  # trusted, yet no item the API takes
+    status, body = await client.post(f"/api/conversations/{cid}/messages", {"content": tool})
+    assert (status, body["error"]["type"]) == (400, "MessageContentError")
+    assert "role 'tool'" in body["error"]["message"]
+    assert (await client.get(f"/api/conversations/{cid}"))[1] == before
+    assert len(mock.requests) == sent
     await trusting.state.chat_server.aclose()
 
 

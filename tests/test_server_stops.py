@@ -343,3 +343,24 @@ async def test_a_reader_that_ends_is_started_again_and_logged(
     finally:
         await bus.aclose()
     assert not bus.alive
+
+
+async def test_bytes_that_are_not_utf8_never_stall_a_bus_on_a_strict_client_of_your_own(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    own = aioredis.Redis.from_url(url, decode_responses=True)  # decodes strictly
+    undecoded = aioredis.Redis.from_url(url)
+    bus = RedisStopBus(own, namespace=unique_name("stops"))
+    try:
+        async with bus.watch("c1") as watch:
+            assert await undecoded.publish(bus.channel("c1"), b"\xff\xfe\x80") == 1
+            with anyio.fail_after(WAIT):  # a stop sent while it reconnects is lost: ask again
+                while not watch.received:
+                    await bus.request_stop("c1", "att_after")
+                    await anyio.sleep(0.05)
+            assert set(watch.received) == {"att_after"}
+        assert "not UTF-8" in caplog.text
+    finally:
+        await bus.aclose()
+        await own.aclose()
+        await undecoded.aclose()

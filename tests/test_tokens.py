@@ -103,6 +103,30 @@ def test_unknown_model_raises_instead_of_guessing(model: str) -> None:
         encoding_for_model(model)
 
 
+@pytest.mark.parametrize("model", ["claude-3", "llama-3.1-8b", "litellm/anthropic/claude-3"])
+def test_an_unknown_model_is_counted_as_a_marked_estimate_only_when_asked(model: str) -> None:
+    with pytest.raises(TokenizerUnavailableError):
+        TokenCounter(model)
+    estimate = TokenCounter(model, estimate=True)
+    assert (estimate.exact, estimate.encoding_name) == (False, "o200k_base")
+    message = [{"type": "message", "role": "user", "content": "hello world"}]
+    assert estimate.count("m", message) == TokenCounter(None, encoding="o200k_base").count(
+        "m", message
+    )
+    assert TokenCounter("gpt-4.1", estimate=True).exact is True
+    assert TokenCounter(model, encoding="cl100k_base").exact is True  # the app's own choice
+
+
+def test_a_selection_says_whether_its_counts_are_exact() -> None:
+    path = [Node("u", None, "user", "complete", [{"role": "user", "content": "hi"}])]
+    exact = select_context(path, budget=100, counter=TokenCounter("gpt-4.1"), index=None)
+    guessed = TokenCounter("claude-3", estimate=True)
+    estimated = select_context(path, budget=100, counter=guessed, index=ContextIndex())
+    assert (exact.exact, estimated.exact) == (True, False)
+    assert estimated.used == exact.used  # the same encoding, only the claim differs
+    assert select_context(path, budget=100, counter=FixedTokenCounter(3)).exact is True
+
+
 def test_encoding_override_wins_over_model() -> None:
     assert TokenCounter("gpt-4.1", encoding="cl100k_base").encoding_name == "cl100k_base"
     assert TokenCounter(None, encoding="o200k_base").encoding_name == "o200k_base"

@@ -316,6 +316,8 @@ def test_send_stop_retry_edit_context_and_explain(
     expect(panel.locator(".tokens")).to_contain_text(f"{record['used']} of {BUDGET}")
     expect(panel.locator(".overflow")).to_have_text("no")
     expect(page.locator("#record-body [data-field='attempt']")).to_have_text(record["attempt_id"])
+    expect(page.locator("#record-body [data-field='imported from']")).to_have_text("—")
+    expect(page.locator("#record-body [data-field='used']")).to_have_text(str(record["used"]))
 
     # edit the second question in place: the old branch turns invalid, greyed, still reachable
     second = page.locator("#messages li.user").nth(1)

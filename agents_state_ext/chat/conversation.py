@@ -54,7 +54,7 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from .._run_config import as_run_config
 from .._state import ConversationState, StrategyName
-from .._tokens import MessageCounter, TokenCounter
+from .._tokens import MessageCounter, TokenCounter, counts_exactly
 from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
@@ -117,7 +117,7 @@ class Conversation:
         self.graph = graph
         self.id = graph.conversation_id
         self.agent = agent
-        self.counter: MessageCounter = counter or TokenCounter(model_name(agent))
+        self.counter: MessageCounter = counter or TokenCounter(model_name(agent), estimate=True)
         self.client = client
         self._prompt_version = prompt_version
         self.fork = fork
@@ -459,7 +459,7 @@ class Conversation:
         cursor_before: str | None = None,
     ) -> AttemptRecord:
         """The record of a new attempt ``node`` that sends ``included`` (message id -> tokens)."""
-        return new_record(
+        record = new_record(
             node,
             included,
             prompt_version=self._prompt_version,
@@ -468,6 +468,8 @@ class Conversation:
             overflow=overflow,
             cursor_before=cursor_before,
         )
+        record.exact = counts_exactly(self.counter)
+        return record
 
     def _cache_group(self, node_id: str | None = None) -> str:
         """The chat's id, or with the root of ``node_id``'s branch when it is not the first root.

@@ -12,7 +12,7 @@ from .._graph import default_id_factory
 from .._run_config import as_run_config
 from .._state import StrategyName
 from .._tokens import MessageCounter
-from ..errors import ConversationNotFoundError, MixedStateOwnerError
+from ..errors import ConversationNotFoundError, MixedStateOwnerError, StoredDataError
 from ..stores import ConversationStore
 from .conversation import Conversation
 from .counts import load_counts
@@ -49,8 +49,10 @@ async def open_conversation(
     with ``system`` instructions; a stored one keeps the strategy it was created with (a
     different one raises ``MixedStateOwnerError``) and its stored budget and prompt version
     unless ``budget`` / ``prompt_version`` is given (a given one is stored for later
-    openings). ``agent`` answers (required to send). ``counter`` defaults to an exact
-    :class:`~agents_state_ext.TokenCounter` for the agent's model.
+    openings). ``agent`` answers (required to send). ``counter`` defaults to a
+    :class:`~agents_state_ext.TokenCounter` for the agent's model: exact for an OpenAI model,
+    an estimate marked ``exact=False`` on selections and records for one tiktoken does not
+    know (pass your own counter for that model's tokenizer).
 
     Conversation strategy: ``server_conversation_id`` continues an existing server
     conversation (default: one is created on the first attempt); ``client`` (an
@@ -77,6 +79,10 @@ async def open_conversation(
                     f"no conversation {conversation_id!r} in this store"
                 ) from None
     if info is not None:
+        if info.strategy not in STRATEGIES:
+            raise StoredDataError(
+                f"conversation {info.id!r}: stored strategy {info.strategy[:40]!r} is unknown"
+            )
         if strategy is not None and strategy != info.strategy:
             raise MixedStateOwnerError(
                 f"conversation {info.id} was created with the {info.strategy} strategy; "
@@ -88,7 +94,12 @@ async def open_conversation(
         if changed:  # given ones are kept with the chat for later openings
             await store.update_conversation_meta(conversation_id, changed)
             meta.update(changed)
-        budget = check_budget(meta.get("budget"))
+        try:
+            budget = check_budget(meta.get("budget"))
+        except ValueError as exc:
+            raise StoredDataError(
+                f"conversation {conversation_id!r}: stored budget: {exc}"
+            ) from None
         stored_version = meta.get("prompt_version")
         prompt_version = stored_version if isinstance(stored_version, str) else None
         chosen: StrategyName = info.strategy  # type: ignore[assignment]  # checked on create

@@ -31,7 +31,7 @@ from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disab
 from rich.console import Console
 from rich.markup import escape
 
-from .._agent_spec import agent_option, bind_model, load_agent
+from .._agent_spec import agent_option, bind_model, cli_agent
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
 from ..chat.records import check_budget
 from ..errors import StateExtError
@@ -88,7 +88,7 @@ async def chat_agent(
     offline: bool, model: str, spec: str | None
 ) -> AsyncIterator[tuple[Agent[Any], Any, str]]:
     """The agent (``--agent`` or the built-in one), its client and what it talks to."""
-    own = load_agent(spec) if spec is not None else None
+    own = cli_agent(spec) if spec is not None else None
     if offline:
         from ..testing import MockResponsesAPI  # the kit loads only for the offline model
 

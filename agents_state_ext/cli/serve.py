@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._agent_spec import agent_option, load_agent
+from .._agent_spec import agent_option, cli_agent
 from ..chat import STRATEGIES
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def serve(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if settings.agent:
-        load_agent(settings.agent)  # a bad --agent is one line here, not a crash in each worker
+        cli_agent(settings.agent)  # a bad --agent is one line here, not a crash in each worker
     _preflight(settings)
     with _shared_mock(settings) as url:
         if url is not None:

@@ -10,12 +10,13 @@ from typing import IO, Any
 
 import click
 
+from ._sessions import SESSION_HELP, export_to_session, import_from_session
 from .inspect import STORE_HELP, is_store_url, open_cli_store, pick_conversation
 
 __all__ = ["delete", "export", "import_", "server_client"]
 
 
-@click.command(epilog=STORE_HELP)
+@click.command(epilog=STORE_HELP + " " + SESSION_HELP)
 @click.argument("store")
 @click.argument("conversation")
 @click.option(
@@ -24,13 +25,32 @@ __all__ = ["delete", "export", "import_", "server_client"]
     type=click.Path(dir_okay=False, writable=True),
     help="Write the document to this file (default: standard output).",
 )
-def export(store: str, conversation: str, output: str | None) -> None:
+@click.option(
+    "--to-session",
+    "session_url",
+    metavar="URL",
+    help="Instead, add the chat's active branch to this Agents SDK session.",
+)
+@click.option("--dry-run", is_flag=True, help="With --to-session: say what would be added.")
+def export(
+    store: str, conversation: str, output: str | None, session_url: str | None, dry_run: bool
+) -> None:
     """Write one stored chat as a JSON document, for `import` into any store.
 
     CONVERSATION is a chat id or a unique prefix of one. A SQLite STORE is opened read-only
-    and never changed.
+    and never changed. With --to-session, the chat's active branch (system and user
+    messages, complete answers) is added to an SDK session instead; exporting again adds
+    only what the branch gained.
     """
     from ..stores.transfer import export_conversation
+
+    if session_url is not None:
+        if output is not None:
+            raise click.UsageError("--to-session writes into the session: drop --output")
+        export_to_session(store, conversation, session_url, dry_run=dry_run)
+        return
+    if dry_run:
+        raise click.UsageError("--dry-run goes with --to-session")
 
     async def run() -> dict[str, Any]:
         opened = await open_cli_store(store, read_only=True)
@@ -53,17 +73,53 @@ def export(store: str, conversation: str, output: str | None) -> None:
     )
 
 
-@click.command("import", epilog=STORE_HELP)
+@click.command("import", epilog=STORE_HELP + " " + SESSION_HELP)
 @click.argument("store")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("r", encoding="utf-8"), required=False)
 @click.option("--as", "new_id", metavar="NEW_ID", help="Store the chat under this id instead.")
-def import_(store: str, file: IO[str], new_id: str | None) -> None:
+@click.option(
+    "--from-session",
+    "session_url",
+    metavar="URL",
+    help="Instead of FILE, import the items of this Agents SDK session as a chat.",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["replay", "session"]),
+    default="replay",
+    show_default=True,
+    help="With --from-session: the strategy of the new chat.",
+)
+@click.option("--dry-run", is_flag=True, help="With --from-session: say what would be created.")
+def import_(
+    store: str,
+    file: IO[str] | None,
+    new_id: str | None,
+    session_url: str | None,
+    strategy: str,
+    dry_run: bool,
+) -> None:
     """Write a chat exported by `export` (FILE, or - for standard input) into STORE.
 
     STORE may be a new SQLite file. A chat id already in STORE is refused: give --as. The
     document is checked whole before anything is written; a failed import leaves nothing.
+
+    With --from-session URL, the session's items become a chat (user and assistant messages,
+    tool items in their turns, one imported attempt record per answer) under --as or an id
+    derived from the session; importing again creates nothing new, and after the session
+    grew only its new turns.
     """
     from ..stores.transfer import import_conversation
+
+    if session_url is not None:
+        if file is not None:
+            raise click.UsageError("give FILE or --from-session, not both")
+        import_from_session(store, session_url, new_id=new_id, strategy=strategy, dry_run=dry_run)
+        return
+    if file is None:
+        raise click.UsageError("give FILE (an exported document) or --from-session URL")
+    if dry_run:
+        raise click.UsageError("--dry-run goes with --from-session")
 
     try:
         document = json.load(file)

@@ -28,10 +28,12 @@ from starlette.routing import Route
 from ..chat import STRATEGIES
 from ..stores import ConversationStore
 from .auth import Identify, TokenAuth
+from .body import BODY_TIMEOUT, MAX_BODY
 from .config import ServeSettings
 from .events import RETRY_AFTER, error_body, error_status
 from .guard import RequestGuard
 from .handlers import AgentFactory, ChatServer
+from .launch import uvicorn_host
 from .leases import LeaseManager
 from .pages import page_routes
 from .runtime import new_worker_id, open_resources
@@ -87,6 +89,8 @@ def _endpoint(get: Callable[[], ChatServer], name: str) -> Callable[[Request], A
                 response.headers["WWW-Authenticate"] = "Bearer"
             elif status == 503:
                 response.headers["Retry-After"] = str(RETRY_AFTER)
+            elif status == 408:  # the rest of the body may still come: not on this connection
+                response.headers["Connection"] = "close"
         response.headers["X-Worker-Id"] = server.worker_id
         return response
 
@@ -139,6 +143,8 @@ def create_app(
     keep_alive: float = 15.0,
     allowed_hosts: Iterable[str] = (),
     trust_client_items: bool = False,
+    body_timeout: float | None = BODY_TIMEOUT,
+    max_message_bytes: int = MAX_BODY,
 ) -> Starlette:
     """The chat API over ``store``, answered by ``agent`` (or ``agent_factory(user, id)``).
 
@@ -157,9 +163,13 @@ def create_app(
     ``chat.example.com``, ``.example.com`` with subdomains, ``*`` when a proxy in front checks
     ``Host``) are answered, others are 421; writes from a foreign ``Origin`` are 403, bodies
     other than JSON 415 (:mod:`.guard`). Without ``tokens`` and ``identify`` only requests
-    that arrive on a loopback address are answered. A message sent as input items may hold
-    user messages only, unless ``trust_client_items`` (then any item, ``system`` and
-    ``developer`` roles and tool outputs too: for clients you trust as much as your config).
+    that arrive on a loopback address, not forwarded by a proxy, are answered. A message sent
+    as input items may hold user messages only, unless ``trust_client_items`` (then any item,
+    ``system`` and ``developer`` roles and tool outputs too: for clients you trust as much as
+    your config). A request body must arrive whole within ``body_timeout`` seconds (else 408
+    and the connection is closed; ``None``: no limit) and hold at most ``max_message_bytes``
+    (else 413; default 256 KiB: a worker's event loop copies and counts a message, so a bigger
+    one stalls the worker's other requests for longer).
 
     The app's lifespan stops what still streams at shutdown; mounted in another app (whose
     lifespan runs instead) call ``await app.state.chat_server.aclose()`` from yours.
@@ -184,6 +194,8 @@ def create_app(
         stop_timeout=stop_timeout,
         keep_alive=keep_alive,
         trust_client_items=trust_client_items,
+        body_timeout=body_timeout,
+        max_message_bytes=max_message_bytes,
     )
 
     @contextlib.asynccontextmanager
@@ -223,6 +235,8 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 tokens=settings.tokens,
                 lease_ttl=settings.lease_ttl,
                 strategy=settings.strategy,
+                body_timeout=settings.body_timeout,
+                max_message_bytes=settings.max_message_bytes,
             )
             server: ChatServer = inner.state.chat_server
             holder.append(server)
@@ -251,9 +265,13 @@ def app_from_env() -> Starlette:
     """The app of the settings in the environment (see :mod:`.config`): uvicorn's factory.
 
     ``uvicorn --factory agents_state_ext.server.app:app_from_env --workers 4`` runs what
-    ``agents-state-ext serve`` runs.
+    ``agents-state-ext serve`` runs. Under the ``uvicorn`` command its ``--host`` is the
+    address checked and served (:mod:`.launch`), whatever ``AGENTS_STATE_EXT_HOST`` says: a
+    non-loopback one without tokens is refused here, before anything listens.
     """
-    return app_from_settings(ServeSettings.from_env())
+    settings = ServeSettings.from_env()
+    host = uvicorn_host()
+    return app_from_settings(settings if host is None else settings.replace(host=host))
 
 
 def _redacted(url: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -10,13 +11,25 @@ from starlette.requests import Request
 
 from .events import HTTPError
 
-__all__ = ["MAX_BODY", "MAX_DEPTH", "Body", "read_body"]
+__all__ = ["BODY_TIMEOUT", "MAX_BODY", "MAX_DEPTH", "Body", "read_body"]
 
-MAX_BODY = 1 << 20
-"""The largest body accepted, in bytes (a message of a chat, not a file upload)."""
+MAX_BODY = 256 * 1024
+"""The largest body accepted by default, in bytes (``create_app(max_message_bytes=...)``).
+
+A message of a chat, not a file upload: a worker's event loop copies and counts a message
+as it is stored and sent, and a 900 kB one stalls every other request of the worker for a
+few hundred milliseconds (``python -m bench.bench_server_loop``).
+"""
 
 MAX_DEPTH = 32
 """The deepest nesting of arrays and objects a body may have (a message's items need ~6)."""
+
+BODY_TIMEOUT = 30.0
+"""Seconds a client gets to send a whole body (``create_app(body_timeout=...)``); then 408.
+
+A client that sends part of a body and then nothing would otherwise hold its request (and
+its connection) open for as long as it likes.
+"""
 
 _MISSING: Any = object()
 
@@ -73,18 +86,23 @@ class Body:
         raise _bad(f"{name!r} must be non-empty text or a list of input items")
 
 
-async def read_body(request: Request) -> Body:
-    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if too big.
+async def read_body(
+    request: Request, *, timeout: float | None = BODY_TIMEOUT, limit: int = MAX_BODY
+) -> Body:
+    """The request's body as a JSON object (empty: ``{}``); 400 if it is not one, 413 if over
+    ``limit`` bytes.
 
-    400 too for a body nested deeper than :data:`MAX_DEPTH` or holding a lone surrogate.
+    400 too for a body nested deeper than :data:`MAX_DEPTH` or holding a lone surrogate; 408
+    if the whole body has not arrived within ``timeout`` seconds (``None``: no limit).
 
     A body must be sent as ``application/json`` (415 otherwise).
     """
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY:
-            raise HTTPError(413, "PayloadTooLarge", f"the body is over {MAX_BODY} bytes")
+    try:
+        raw = await asyncio.wait_for(_receive(request, limit), timeout)
+    except asyncio.TimeoutError:
+        raise HTTPError(
+            408, "RequestTimeout", f"the body did not arrive within {timeout:g} seconds"
+        ) from None
     if not raw.strip():
         return Body({})
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -100,6 +118,23 @@ async def read_body(request: Request) -> Body:
     if not isinstance(data, dict):
         raise _bad("the body must be a JSON object")
     return Body(data)
+
+
+async def _receive(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:  # refused before it is read
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> HTTPError:
+    return HTTPError(413, "PayloadTooLarge", f"the body is over {limit} bytes (max_message_bytes)")
 
 
 def _check(value: Any) -> None:

@@ -6,8 +6,9 @@ app factory ``agents_state_ext.server.app:app_from_env`` builds the app from the
 worker:
 
 ==================================  ============================================================
-``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; set it
-                                    to uvicorn's ``--host`` and the app checks it at start-up)
+``AGENTS_STATE_EXT_HOST``           the address the server listens on (``serve`` sets it; under
+                                    the ``uvicorn`` command its ``--host`` wins: set this one
+                                    where the app cannot see the address, e.g. gunicorn)
 ``AGENTS_STATE_EXT_ALLOWED_HOSTS``  ``chat.example.com,.example.com``: host names answered
                                     besides loopback and the bound address (others: 421)
 ``AGENTS_STATE_EXT_STORE``          store URL (``open_store``); default ``agents-state-ext.db``
@@ -21,6 +22,10 @@ worker:
 ``AGENTS_STATE_EXT_STRATEGY``       strategy of new conversations (default ``previous_response``)
 ``AGENTS_STATE_EXT_LEASE_TTL``      seconds a conversation's lease lasts unrenewed (default 15)
 ``AGENTS_STATE_EXT_NAMESPACE``      prefix of the stop bus's Redis channels
+``AGENTS_STATE_EXT_BODY_TIMEOUT``   seconds a client gets to send a whole request body
+                                    (default 30; then 408)
+``AGENTS_STATE_EXT_MAX_MESSAGE``    the largest request body in bytes, a message with its JSON
+                                    (default 262144: 256 KiB; bigger is 413)
 ``OPENAI_API_KEY``                  with it (and no mock URL): the real OpenAI API
 ==================================  ============================================================
 
@@ -37,6 +42,7 @@ from typing import Literal
 
 from ..chat import STRATEGIES
 from .auth import check_secrets, parse_tokens, read_tokens_file
+from .body import BODY_TIMEOUT, MAX_BODY
 from .stops import DEFAULT_NAMESPACE
 
 __all__ = ["DEFAULT_STORE", "ENV_PREFIX", "ModelSource", "ServeSettings", "is_loopback"]
@@ -74,6 +80,10 @@ class ServeSettings:
     namespace: str = DEFAULT_NAMESPACE
     agent: str | None = None
     """``module:attr`` of the agent that answers (``--agent``); ``None``: a plain assistant."""
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a client gets to send a whole request body (then 408)."""
+    max_message_bytes: int = MAX_BODY
+    """The largest request body in bytes (then 413)."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names answered besides loopback and the bound address (``--allowed-host``)."""
     api_key: bool = field(default=False, repr=False)
@@ -106,7 +116,8 @@ class ServeSettings:
         if not is_loopback(self.host) and not self.tokens:
             raise ValueError(
                 f"refusing to listen on {self.host} without --token: anyone who reaches the "
-                "port could act as any user; add --token USER=SECRET or listen on 127.0.0.1"
+                "port could act as any user; add --token USER=SECRET (or AGENTS_STATE_EXT_TOKENS, "
+                "AGENTS_STATE_EXT_TOKENS_FILE) or listen on 127.0.0.1"
             )
         if self.workers > 1 and not self.redis:
             raise ValueError(
@@ -129,6 +140,10 @@ class ServeSettings:
             )
         if self.lease_ttl <= 0:
             raise ValueError(f"the lease TTL must be positive, got {self.lease_ttl}")
+        if not self.body_timeout > 0:
+            raise ValueError(f"the body timeout must be positive, got {self.body_timeout}")
+        if self.max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be positive, got {self.max_message_bytes}")
         return self
 
     def to_env(self) -> dict[str, str]:
@@ -139,6 +154,8 @@ class ServeSettings:
             "AGENT": self.agent or "",
             "STRATEGY": self.strategy,
             "LEASE_TTL": repr(self.lease_ttl),
+            "BODY_TIMEOUT": repr(self.body_timeout),
+            "MAX_MESSAGE": str(self.max_message_bytes),
             "NAMESPACE": self.namespace,
             "REDIS": self.redis or "",
             "MOCK_URL": self.mock_url or "",
@@ -161,11 +178,11 @@ class ServeSettings:
         tokens_file = get("TOKENS_FILE")
         if tokens_file is not None:
             tokens = {**read_tokens_file(tokens_file), **tokens}
-        ttl = get("LEASE_TTL")
-        try:
-            lease_ttl = float(ttl) if ttl is not None else cls.lease_ttl
-        except ValueError:
-            raise ValueError(f"{ENV_PREFIX}LEASE_TTL must be a number, got {ttl!r}") from None
+        lease_ttl = _number(get("LEASE_TTL"), "LEASE_TTL", cls.lease_ttl)
+        body_timeout = _number(get("BODY_TIMEOUT"), "BODY_TIMEOUT", cls.body_timeout)
+        max_bytes = get("MAX_MESSAGE")
+        if max_bytes is not None and not max_bytes.isdigit():
+            raise ValueError(f"{ENV_PREFIX}MAX_MESSAGE must be a whole number, got {max_bytes!r}")
         return cls(
             host=get("HOST") or cls.host,
             allowed_hosts=_split_list(get("ALLOWED_HOSTS") or ""),
@@ -177,6 +194,8 @@ class ServeSettings:
             agent=get("AGENT"),
             strategy=get("STRATEGY") or cls.strategy,
             lease_ttl=lease_ttl,
+            body_timeout=body_timeout,
+            max_message_bytes=int(max_bytes) if max_bytes is not None else cls.max_message_bytes,
             namespace=get("NAMESPACE") or DEFAULT_NAMESPACE,
             api_key=bool(env.get("OPENAI_API_KEY", "").strip()),
         )
@@ -184,6 +203,13 @@ class ServeSettings:
     def replace(self, **changes: object) -> ServeSettings:
         """A copy with ``changes``."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _number(text: str | None, key: str, default: float) -> float:
+    try:
+        return float(text) if text is not None else default
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{key} must be a number, got {text!r}") from None
 
 
 def _split_list(text: str) -> tuple[str, ...]:

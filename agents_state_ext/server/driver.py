@@ -80,6 +80,12 @@ class Run:
         yield (await asyncio.shield(self.ended)).encode()
 
 
+_NOT_STORED = (
+    "the answer holds what no store can keep (text that is not valid Unicode, say); "
+    "the attempt is stored as failed"
+)
+
+
 class Driver:
     """Drives conversations for one worker: leases, stops, recovery, the attempts in flight.
 
@@ -237,18 +243,24 @@ class Driver:
         self, conversation_id: str, attempt: Attempt, held: HeldLease
     ) -> ServerEvent:
         record = await self.store.get_attempt(conversation_id, attempt.attempt_id)
-        if attempt.error is not None and record.status in IN_FLIGHT:
+        error = attempt.error
+        if error is not None and record.status in IN_FLIGHT:
             # Its end could not be stored (text no store can hold, say): close it as failed
             # now, on this request, rather than leave it in flight for the next one.
-            reason = f"its end could not be stored: {type(attempt.error).__name__}"
+            reason = f"its end could not be stored: {type(error).__name__}"
             try:  # the lease is ours: whatever is in flight here is this attempt
                 await close_interrupted(self.store, conversation_id, reason=reason, guard=held)
             except Exception:
                 logger.exception("could not close attempt %s as failed", attempt.attempt_id)
             record = await self.store.get_attempt(conversation_id, attempt.attempt_id)
-        if attempt.error is None:
+            if error_status(error) == 400:  # the store refused what the model or a tool sent
+                logger.warning(
+                    "attempt %s: its answer could not be stored: %s", attempt.attempt_id, error
+                )
+                error = HTTPError(502, "AnswerNotStored", _NOT_STORED)
+        if error is None:
             return ServerEvent("record", record.to_dict())
-        return _error_event(attempt.error, attempt, record)
+        return _error_event(error, attempt, record)
 
     # -- stopping ------------------------------------------------------------------------------
 

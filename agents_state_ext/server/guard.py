@@ -10,8 +10,10 @@
   cannot), else 415; one whose ``Origin`` is not the host it was sent to (nor an allowed host
   the app listed), or that the browser marks ``Sec-Fetch-Site: cross-site``, is 403.
 - **Open loopback**: without authentication (``local_only``) a request that arrived on a
-  non-loopback address of this machine is 403, however the server was started (uvicorn's
-  ``--host`` is not visible to the app; the socket a request came through is).
+  non-loopback address of this machine is 403, however the server was started (the socket a
+  request came through is visible to the app, where it was bound not always), and so is one a
+  proxy forwarded (``Forwarded``, ``X-Forwarded-For``, ``X-Forwarded-Host``, ``X-Real-IP``):
+  a proxy on this machine reaches it over loopback for whoever it serves.
 
 Every answer also carries ``X-Content-Type-Options: nosniff``.
 """
@@ -37,6 +39,7 @@ LOOPBACK_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
 _WILDCARDS = frozenset({"0.0.0.0", "::"})
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _JSON = "application/json"
+_FORWARDED = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 Scope = dict[str, Any]
 
@@ -137,19 +140,23 @@ class RequestGuard:
         server = scope.get("server") or ("", None)
         host_header = headers.get("host", "")
         host = split_host(host_header) if host_header else str(server[0]).lower()
-        if self.local_only and server[0] and not is_loopback(str(server[0])):
-            if not self._warned:
-                self._warned = True
-                logger.error(
-                    "refusing requests that arrive on %s: no tokens are set, so anyone who "
-                    "reaches the port could act as any user; set tokens or listen on 127.0.0.1",
-                    server[0],
+        if self.local_only:
+            beyond = _beyond_loopback(str(server[0] or ""), headers)
+            if beyond is not None:
+                if not self._warned:
+                    self._warned = True
+                    logger.error(
+                        "refusing requests that %s: no tokens are set, so anyone who reaches "
+                        "the port could act as any user; set tokens or listen on 127.0.0.1 "
+                        "with no proxy in front",
+                        beyond,
+                    )
+                return (
+                    403,
+                    "Forbidden",
+                    f"this server has no authentication and answers on loopback only: this "
+                    f"request {beyond}",
                 )
-            return (
-                403,
-                "Forbidden",
-                "this server has no authentication and answers on loopback only",
-            )
         if not host_allowed(host, self.allowed_hosts):
             return (
                 421,
@@ -160,6 +167,20 @@ class RequestGuard:
         if scope["method"] in _WRITES:
             return _cross_site(headers, host_header, self.allowed_hosts)
         return None
+
+
+def _beyond_loopback(arrived: str, headers: dict[str, str]) -> str | None:
+    """Why a request may come from beyond this machine (``None``: it cannot).
+
+    A proxy on this machine connects over loopback for anyone it serves; the headers it adds
+    say so (none are trusted for anything else).
+    """
+    if arrived and not is_loopback(arrived):
+        return f"arrived on {arrived[:80]}"
+    proxied = next((name for name in _FORWARDED if name in headers), None)
+    if proxied is not None:
+        return f"came through a proxy ({proxied})"
+    return None
 
 
 def _cross_site(

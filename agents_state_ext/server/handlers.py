@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..stores import ConversationStore, export_conversation
 from .auth import TokenAuth
-from .body import read_body
+from .body import BODY_TIMEOUT, MAX_BODY, Body, read_body
 from .driver import Driver, OpenChat
 from .events import RETRY_AFTER
 from .leases import LeaseManager
@@ -82,6 +82,8 @@ class ChatServer:
         stop_timeout: float,
         keep_alive: float,
         trust_client_items: bool = False,
+        body_timeout: float | None = BODY_TIMEOUT,
+        max_message_bytes: int = MAX_BODY,
     ) -> None:
         self.store = store
         self.auth = auth
@@ -92,6 +94,8 @@ class ChatServer:
         self._options = dict(chat_options)
         self._keep_alive = keep_alive
         self._any_items = trust_client_items
+        self._body_timeout = body_timeout
+        self._max_body = max_message_bytes
 
     @property
     def worker_id(self) -> str:
@@ -115,6 +119,9 @@ class ChatServer:
         if info is None or info.meta.get("owner") != user:  # not yours reads as unknown
             raise ConversationNotFoundError(f"no conversation {conversation_id!r}")
         return user, conversation_id
+
+    async def _body(self, request: Request) -> Body:
+        return await read_body(request, timeout=self._body_timeout, limit=self._max_body)
 
     def _opener(self, user: str, *, answering: bool = False) -> OpenChat:
         async def open_chat(conversation_id: str) -> Conversation:
@@ -195,7 +202,7 @@ class ChatServer:
 
     async def create(self, request: Request) -> Response:
         user = await self.auth.user(request)
-        body = await read_body(request)
+        body = await self._body(request)
         strategy = body.text("strategy", default=self.strategy)
         if strategy not in STRATEGIES:
             raise ValueError(
@@ -274,7 +281,7 @@ class ChatServer:
 
     async def send(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        body = await read_body(request)
+        body = await self._body(request)
         content, stream = (
             body.content("content", any_items=self._any_items),
             body.flag("stream", True),
@@ -285,7 +292,7 @@ class ChatServer:
 
     async def retry(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        body = await read_body(request)
+        body = await self._body(request)
         user_id, stream = body.text("user_id", default=None), body.flag("stream", True)
         return await self._answer(
             user, conversation_id, lambda chat: chat.retry(user_id, stream=stream)
@@ -293,7 +300,7 @@ class ChatServer:
 
     async def edit(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        body = await read_body(request)
+        body = await self._body(request)
         user_id, content = body.text("user_id"), body.content("content", any_items=self._any_items)
         stream = body.flag("stream", True)
         return await self._answer(
@@ -302,7 +309,7 @@ class ChatServer:
 
     async def resume(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        stream = (await read_body(request)).flag("stream", True)
+        stream = (await self._body(request)).flag("stream", True)
         return await self._answer(user, conversation_id, lambda chat: chat.resume(stream=stream))
 
     async def approvals(self, request: Request) -> Response:
@@ -311,7 +318,7 @@ class ChatServer:
 
     async def decide(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        body = await read_body(request)
+        body = await self._body(request)
         decision = body.text("decision")
         if decision not in ("approved", "rejected"):
             raise ValueError(f"decision is 'approved' or 'rejected', got {decision!r}")
@@ -332,7 +339,7 @@ class ChatServer:
 
     async def switch(self, request: Request) -> Response:
         user, conversation_id = await self._owned(request)
-        node_id = (await read_body(request)).text("node_id")
+        node_id = (await self._body(request)).text("node_id")
         async with self.driver.session(conversation_id, self._opener(user)) as chat:
             await chat.switch(node_id)
             path = [node_view(n, chat.graph) for n in chat.active_path()]
@@ -344,7 +351,7 @@ class ChatServer:
         The way on after a 422 over the budget, besides a shorter message.
         """
         user, conversation_id = await self._owned(request)
-        budget = check_budget((await read_body(request)).get("budget"))
+        budget = check_budget((await self._body(request)).get("budget"))
         async with self.driver.session(conversation_id, self._opener(user)) as chat:
             await chat.set_budget(budget)
         return JSONResponse({"id": conversation_id, "budget": budget})

@@ -20,7 +20,9 @@ attempt still in flight there with no live lease on its conversation was left by
   (redis-py reconnects and resubscribes). Anyone who can publish on the Redis can send
   anything: every message is checked (at most 1 KiB, a JSON object with a text
   ``attempt_id``) and anything else is logged and ignored; a reader that ends anyway is
-  logged and started again, and :attr:`RedisStopBus.alive` says whether it reads.
+  logged and started again after a pause (0.1 s, doubling up to 5 s while readers keep
+  ending, back to 0.1 s once one reads a message), and :attr:`RedisStopBus.alive` says
+  whether it reads (``/api/health`` answers 503 while it does not).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ logger = logging.getLogger(__name__)
 _SUBSCRIBE_TIMEOUT = 10.0  # seconds Redis gets to confirm a subscription before watch() fails
 _MAX_MESSAGE = 1024  # characters: a stop request is {"attempt_id": "..."}; anything longer is junk
 _MAX_ID = 256
+_RESTART_FIRST = 0.1  # seconds before a reader that ended is started again
+_RESTART_MAX = 5.0  # the longest pause, while readers keep ending
 
 
 @contextlib.contextmanager
@@ -236,6 +240,8 @@ class RedisStopBus:
         self._ready: dict[str, asyncio.Future[None]] = {}
         self._closed = False
         self._restarts = 0
+        self._restart_delay = _RESTART_FIRST
+        self._restart: asyncio.TimerHandle | None = None  # a reader's restart, while pending
 
     @classmethod
     async def connect(
@@ -244,7 +250,8 @@ class RedisStopBus:
         """Connect to ``url`` (``redis://host:6379/0``, ``rediss://``, ``unix://``) and ping it.
 
         ``client_options`` go to ``redis.asyncio.Redis.from_url`` (``decode_responses`` is
-        always on; ``client_name`` names the connections in ``CLIENT LIST``). An address that
+        always on, ``encoding_errors`` is ``"replace"`` unless given; ``client_name`` names
+        the connections in ``CLIENT LIST``). An address that
         does not answer is ``StoreError``; :meth:`aclose` closes the client.
         """
         try:
@@ -257,7 +264,10 @@ class RedisStopBus:
 
         where = redact(url)
         try:
-            client = aioredis.Redis.from_url(url, **{**client_options, "decode_responses": True})
+            # A published message that is not UTF-8 reads as U+FFFD (then is ignored as
+            # malformed) instead of failing every later read of the connection.
+            options = {"encoding_errors": "replace", **client_options, "decode_responses": True}
+            client = aioredis.Redis.from_url(url, **options)
         except (ValueError, TypeError, RedisError) as exc:
             raise StoreError(f"cannot use Redis URL {where}: {one_line(exc)}") from exc
         try:
@@ -364,12 +374,22 @@ class RedisStopBus:
                 message = await self._pubsub.get_message(timeout=None)
             except asyncio.CancelledError:
                 raise
+            except UnicodeDecodeError:
+                # Bytes that are not UTF-8, read by a client that decodes strictly (one of
+                # your own; connect() replaces them): redis-py would read the same frame again
+                # forever. A new connection drops it (redis-py subscribes again).
+                logger.warning("dropped a stop bus message that is not UTF-8; reconnecting")
+                connection = getattr(self._pubsub, "connection", None)
+                if connection is not None:
+                    await connection.disconnect()
+                continue
             except Exception as exc:  # redis-py retried already: wait, then read again
                 logger.warning("stop bus lost its Redis connection: %s", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
+            self._restart_delay = _RESTART_FIRST  # this reader reads: the next pause is short
             if message is not None:
                 try:
                     self._dispatch(message)
@@ -385,7 +405,7 @@ class RedisStopBus:
     @property
     def alive(self) -> bool:
         """Whether stops can arrive: open, and reading whenever a conversation is watched."""
-        if self._closed:
+        if self._closed or self._restart is not None:
             return False
         return self._reader is None or not self._reader.done()
 
@@ -395,6 +415,9 @@ class RedisStopBus:
         return self._restarts
 
     def _start_reader(self) -> None:
+        self._restart = None
+        if self._closed:
+            return
         self._reader = asyncio.get_running_loop().create_task(self._read())
         self._reader.add_done_callback(self._reader_ended)
 
@@ -402,9 +425,13 @@ class RedisStopBus:
         if self._closed or task is not self._reader:
             return
         error = None if task.cancelled() else task.exception()
-        logger.error("the stop bus reader ended (%r); starting it again", error)
+        delay = self._restart_delay
+        logger.error("the stop bus reader ended (%r); starting it again in %gs", error, delay)
         self._restarts += 1
-        self._start_reader()
+        # A pause, doubling while readers keep ending: a reader that dies at once must not
+        # spin the event loop (or the log); stops published meanwhile wait on the connection.
+        self._restart_delay = min(delay * 2, _RESTART_MAX)
+        self._restart = asyncio.get_running_loop().call_later(delay, self._start_reader)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind, channel = message.get("type"), message.get("channel")
@@ -434,6 +461,9 @@ class RedisStopBus:
         if self._closed:
             return
         self._closed = True
+        if self._restart is not None:
+            self._restart.cancel()
+            self._restart = None
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)

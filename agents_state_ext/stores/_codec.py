@@ -11,7 +11,7 @@ from typing import Any
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
-from .._nodes import Node
+from .._nodes import Node, check_node_fields
 from ..errors import (
     ConcurrentUpdateError,
     ConversationNotFoundError,
@@ -142,7 +142,10 @@ def encode_node(node: Node) -> str:
 
 
 def decode_node(text: str) -> Node:
-    return Node.from_dict(decode(text))
+    try:
+        return Node.from_dict(decode(text))
+    except GraphError as exc:  # a field of the wrong type: the store's data, not the caller's
+        raise StoredDataError(f"stored node is malformed: {exc}") from exc
 
 
 def encode_attempt(record: AttemptRecord) -> str:
@@ -360,6 +363,7 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
         if not isinstance(data, dict) or (end != len(text) and text[end:].strip()):
             raise StoredDataError(f"stored node is not a JSON object: {text[:80]!r}")
         try:
+            check_node_fields(data)  # what follows trusts the types (a view iterates items)
             node = Node(
                 data["id"],
                 data.get("parent_id"),
@@ -371,6 +375,8 @@ def _decode_nodes(texts: Iterable[str]) -> list[Node]:
                 float(data.get("created_at") or 0.0),
                 data.get("meta") or {},
             )
+        except GraphError as exc:
+            raise StoredDataError(f"stored node is malformed: {exc}") from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise StoredDataError(f"stored node lacks {exc}: {text[:80]!r}") from exc
         append(node)

@@ -68,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         default=True,
         help="an incomplete response still appends to its conversation",
     )
+    flags.add_argument(
+        "--validate-requests",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="answer a malformed body with the real API's 400 (unknown parameter, role"
+        " 'tool', ...; default: on, as the real API)",
+    )
     serve.add_argument("--log-level", default="warning", help="uvicorn's; default: warning")
     serve.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     return parser
@@ -91,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "lock_conversations": args.lock_conversations,
                 "reject_orphan_tool_calls": args.reject_orphan_tool_calls,
                 "append_incomplete_to_conversation": args.append_incomplete_to_conversation,
+                "validate_requests": args.validate_requests,
             },
             responder=responder,
             log_level=args.log_level,

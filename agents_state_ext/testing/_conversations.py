@@ -26,7 +26,16 @@ _MAX_LIMIT = 100
 
 
 def list_page(data: list[dict[str, Any]], *, has_more: bool = False) -> dict[str, Any]:
-    """The ``{"object": "list", ...}`` page shape of the API."""
+    """The ``{"object": "list", ...}`` page shape of the API.
+
+    An empty page has ``first_id`` and ``last_id`` null. openai's ``ConversationItemList`` and
+    ``ResponseItemList`` type both as ``str`` (the openai-openapi spec: ``type: string``,
+    required), but the spec types a list of other endpoints the same way, and there the live
+    API was seen to send null for an empty list (threads' ``ListMessagesResponse``,
+    tjardoo/openai-client#59) [obs]; that these two lists do the same is [inf], no live empty
+    page of them being on record. openai's own paginator reads them as optional
+    (``ConversationCursorPage.last_id: Optional[str]``, it stops ``if not last_id``).
+    """
     return {
         "object": "list",
         "data": data,

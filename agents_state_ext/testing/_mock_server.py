@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx2
-from agents import OpenAIResponsesModel
+from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 from openai import AsyncOpenAI
 
 from ._faults import Fault
@@ -33,6 +33,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 class MockResponsesAPI:
     """A stateful fake of ``/responses`` and ``/conversations`` for tests, an HTTP transport.
+
+    ``POST /chat/completions`` is faked too, statelessly, from the same queues (see
+    :meth:`chat_model` and :attr:`chat_requests`).
 
     Use it as a (sync or async) context manager: while it is started, the clients from
     :meth:`client` and :meth:`model` (and any ``httpx2.AsyncClient(transport=mock.transport)``)
@@ -88,7 +91,8 @@ class MockResponsesAPI:
 
     Request validation, as the real service does it before it looks at any state:
 
-    - ``validate_requests`` (on by default): ``POST /responses``, ``POST /conversations`` and
+    - ``validate_requests`` (on by default): ``POST /responses``, ``POST /responses/compact``
+      (over ``ResponseCompactParams``), ``POST /conversations`` and
       ``POST /conversations/{id}/items`` get the API's 400 for an unknown parameter (top level
       or on an input item, by the installed openai types), an unknown item ``type``, a role
       outside ``assistant``/``system``/``developer``/``user`` (``tool`` included), an item id
@@ -96,6 +100,11 @@ class MockResponsesAPI:
       ``arguments`` that are not a string, a missing ``model``, and a context (stored history
       plus input, in ``usage`` words) over the model's window (``context_length_exceeded``);
       see ``_request_rules``. Such a rejection consumes no reply and no fault.
+
+    Bodies follow the installed openai types (the mock's own tests validate them strictly):
+    every ``output_text`` part carries ``logprobs: []``; an empty list page has ``first_id``
+    and ``last_id`` null, as the live API sends for lists openai types the same way (see
+    ``_conversations.list_page`` for the sources).
     """
 
     def __init__(
@@ -231,12 +240,37 @@ class MockResponsesAPI:
             model=name or self.default_model, openai_client=self._shared_client
         )
 
+    def chat_model(self, name: str | None = None) -> OpenAIChatCompletionsModel:
+        """An ``OpenAIChatCompletionsModel`` for ``name`` (default: the mock's model) on the mock.
+
+        Its ``POST /chat/completions`` requests are answered from the same replies, faults,
+        responder and frame hook as ``POST /responses``: a reply's messages become the choice's
+        ``content``, its function calls the ``tool_calls`` (reasoning items are left out).
+        Streamed, the answer comes as ``chat.completion.chunk`` frames then ``data: [DONE]``
+        (with a usage chunk when ``stream_options.include_usage`` is set). Nothing is stored;
+        ``validate_requests`` gives the API's 400s for an unknown parameter, a missing
+        ``model`` or ``messages``, an unknown role, a ``tool`` message answering no call, and
+        tool calls left without their ``tool`` messages.
+        """
+        if self._shared_client is None:
+            self._shared_client = self.client()
+        return OpenAIChatCompletionsModel(
+            model=name or self.default_model, openai_client=self._shared_client
+        )
+
     # -- server-side state --------------------------------------------------------------------
 
     @property
     def response_requests(self) -> list[Any]:
         """The JSON bodies of the ``POST /responses`` requests, in order: what crossed the wire."""
         return [r.json for r in self.requests if r.method == "POST" and r.path == "/responses"]
+
+    @property
+    def chat_requests(self) -> list[Any]:
+        """The JSON bodies of the ``POST /chat/completions`` requests, in order."""
+        return [
+            r.json for r in self.requests if r.method == "POST" and r.path == "/chat/completions"
+        ]
 
     @property
     def response_ids(self) -> list[str]:

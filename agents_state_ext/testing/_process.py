@@ -52,7 +52,8 @@ class MockServer:
 
     The methods mirror ``MockResponsesAPI`` (``enqueue``, ``inject``, ``requests``,
     ``transcript``, ...) as blocking loopback calls to private ``/__mock__`` routes, so they
-    read the same in sync and async tests. The options are the mock's; ``responder``
+    read the same in sync and async tests. The options are the mock's (``lock_conversations``
+    and ``validate_requests`` on by default, as there); ``responder``
     (``"module:function"``, imported in the server) or ``echo_delay`` (the echo, one word per
     streamed frame, this many seconds apart) replace the default echo, also after ``reset``.
     """
@@ -70,6 +71,7 @@ class MockServer:
         lock_conversations: bool = True,
         reject_orphan_tool_calls: bool = True,
         append_incomplete_to_conversation: bool = True,
+        validate_requests: bool = True,
         startup_timeout: float = 30.0,
         stop_timeout: float = 5.0,
     ) -> None:
@@ -90,6 +92,8 @@ class MockServer:
             self._args.append("--no-reject-orphan-tool-calls")
         if not append_incomplete_to_conversation:
             self._args.append("--no-append-incomplete-to-conversation")
+        if not validate_requests:
+            self._args.append("--no-validate-requests")
         self.startup_timeout, self.stop_timeout = startup_timeout, stop_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._logs: tempfile.TemporaryDirectory[str] | None = None
@@ -318,6 +322,13 @@ class MockServer:
     def response_requests(self) -> list[Any]:
         """The JSON bodies of the ``POST /responses`` requests, in order."""
         return [r.json for r in self.requests if r.method == "POST" and r.path == "/responses"]
+
+    @property
+    def chat_requests(self) -> list[Any]:
+        """The JSON bodies of the ``POST /chat/completions`` requests, in order."""
+        return [
+            r.json for r in self.requests if r.method == "POST" and r.path == "/chat/completions"
+        ]
 
     @property
     def response_ids(self) -> list[str]:

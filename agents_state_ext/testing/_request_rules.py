@@ -1,12 +1,16 @@
 """The 400s the real API gives for a malformed request body, before it touches any state.
 
-Applied to ``POST /responses``, ``POST /conversations`` and ``POST /conversations/{id}/items``
-(see ``MockResponsesAPI(validate_requests=...)``). The allowed names come from the installed
-``openai`` package, so the mock accepts exactly what its types can express: the top-level
-parameters of ``ResponseCreateParams`` (plus ``stream``), of ``ConversationCreateParams`` and
+Applied to ``POST /responses``, ``POST /responses/compact``, ``POST /conversations`` and
+``POST /conversations/{id}/items`` (see ``MockResponsesAPI(validate_requests=...)``). The allowed
+names come from the installed ``openai`` package, so the mock accepts exactly what its types can
+express: the top-level parameters of ``ResponseCreateParams`` (plus ``stream``), of
+``ResponseCompactParams`` (its ``input`` is the same ``ResponseInputItemParam`` list and
+``model`` is required [doc: openai-openapi ``CompactResponseMethodPublicBody``]; that compact
+answers the same 400s as create is [inf]), of ``ConversationCreateParams`` and
 ``ItemCreateParams`` (``include`` there is a query parameter), and per input item ``type`` the
 keys of the ``ResponseInputItemParam`` members of that type (a ``message`` takes the keys of
-``EasyInputMessageParam``, ``Message`` and ``ResponseOutputMessageParam`` together).
+``EasyInputMessageParam``, ``Message`` and ``ResponseOutputMessageParam`` together), as the
+library's ``_input_rules`` reads them (the chat layer refuses the same content up front).
 
 Sources, per rule:
 
@@ -53,40 +57,31 @@ Sources, per rule:
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openai.types.conversations.conversation_create_params import ConversationCreateParams
 from openai.types.conversations.item_create_params import ItemCreateParams
+from openai.types.responses.response_compact_params import ResponseCompactParams
 from openai.types.responses.response_create_params import ResponseCreateParamsBase
-from openai.types.responses.response_input_item_param import ResponseInputItemParam
 
+from .._input_rules import ID_PREFIXES, ITEM_KEYS, ROLES
 from ._items import ApiError, normalize_input
 from ._sse import default_usage
 
 __all__ = [
     "ROLES",
     "check_add_items",
+    "check_compact",
     "check_create_conversation",
     "check_create_response",
     "context_window",
 ]
 
 CREATE_RESPONSE_PARAMS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
+COMPACT_PARAMS = frozenset(ResponseCompactParams.__annotations__)
 CREATE_CONVERSATION_PARAMS = frozenset(ConversationCreateParams.__annotations__)
 ADD_ITEMS_PARAMS = frozenset(ItemCreateParams.__annotations__) - {"include"}
-ROLES = ("assistant", "system", "developer", "user")
-
-ID_PREFIXES = {
-    "message": "msg",
-    "function_call": "fc",
-    "function_call_output": "fco",
-    "reasoning": "rs",
-    "custom_tool_call": "ctc",
-    "compaction": "cmp",
-}
-
 # Longest prefix first; the first that the model name starts with wins.
 _CONTEXT_WINDOWS: tuple[tuple[str, int | None], ...] = (
     ("gpt-4o", 128_000),
@@ -100,21 +95,6 @@ _CONTEXT_WINDOWS: tuple[tuple[str, int | None], ...] = (
     ("o3", 200_000),
     ("o4-mini", 200_000),
 )
-
-
-def _item_keys() -> dict[str, frozenset[str]]:
-    keys: dict[str, set[str]] = {}
-    for member in typing.get_args(ResponseInputItemParam):
-        kind = typing.get_type_hints(member)["type"]
-        for literal in typing.get_args(kind):
-            for value in typing.get_args(literal) or (literal,):
-                if isinstance(value, str):
-                    keys.setdefault(value, set()).update(member.__annotations__)
-    return {kind: frozenset(names) for kind, names in keys.items()}
-
-
-ITEM_KEYS = _item_keys()
-"""Input item ``type`` -> the keys the openai types allow on it."""
 
 
 def context_window(model: str) -> int | None:
@@ -210,12 +190,10 @@ def _check_items(raw: Any, param: str) -> None:
             _check_item(item, f"{param}[{index}]")
 
 
-def check_create_response(
-    body: Mapping[str, Any], *, history: Sequence[Mapping[str, Any]] = ()
+def _check_model_request(
+    body: Mapping[str, Any], known: frozenset[str], history: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Reject a ``POST /responses`` body as the real API does; ``history`` is its stored context
-    (empty when the server holds none), for the context-window check."""
-    _check_params(body, CREATE_RESPONSE_PARAMS)
+    _check_params(body, known)
     model = body.get("model")
     if not model:
         raise ApiError(
@@ -237,6 +215,20 @@ def check_create_response(
             param="input",
             code="context_length_exceeded",
         )
+
+
+def check_create_response(
+    body: Mapping[str, Any], *, history: Sequence[Mapping[str, Any]] = ()
+) -> None:
+    """Reject a ``POST /responses`` body as the real API does; ``history`` is its stored context
+    (empty when the server holds none), for the context-window check."""
+    _check_model_request(body, CREATE_RESPONSE_PARAMS, history)
+
+
+def check_compact(body: Mapping[str, Any], *, history: Sequence[Mapping[str, Any]] = ()) -> None:
+    """Reject a ``POST /responses/compact`` body as the real API does: the rules of
+    ``POST /responses`` over the parameters of ``ResponseCompactParams``."""
+    _check_model_request(body, COMPACT_PARAMS, history)
 
 
 def check_create_conversation(body: Mapping[str, Any]) -> None:

@@ -17,7 +17,7 @@ from ._replies import Reply, ResponseContext
 from ._sse import SSEStream, default_usage, materialize, response_json, with_reasoning
 from ._state import PreparedRequest, ServerState
 
-__all__ = ["Responder", "ResponsesEndpoint", "default_reply"]
+__all__ = ["Responder", "ResponsesEndpoint", "default_reply", "fault_answer"]
 
 Responder = Callable[[ResponseContext], Reply]
 
@@ -37,7 +37,7 @@ def _locked(conversation_id: str) -> ApiError:
     )
 
 
-async def _fail(fault: Fault, request: httpx2.Request) -> httpx2.Response:
+async def fault_answer(fault: Fault, request: httpx2.Request) -> httpx2.Response:
     """The client-visible side of a fault: an error response, or a raised transport error."""
     if fault.kind in IN_STREAM_KINDS:
         return ApiError(
@@ -143,7 +143,7 @@ class ResponsesEndpoint:
             fault = None
         in_flight = ("drop_mid_stream", *IN_STREAM_KINDS)
         if fault is not None and not fault.commit and fault.kind not in in_flight:
-            return await _fail(fault, request)
+            return await fault_answer(fault, request)
 
         prepared = self.state.prepare(body)
         record.response_id = prepared.response_id
@@ -180,7 +180,7 @@ class ResponsesEndpoint:
             )
             return httpx2.Response(200, json=failed)
         if fault is not None:
-            return await _fail(fault, request)
+            return await fault_answer(fault, request)
         return httpx2.Response(200, json=response)
 
     async def _stream(
@@ -200,7 +200,7 @@ class ResponsesEndpoint:
             return self._failing_stream(prepared, answer, response, fault, record)
         if fault is not None and fault.kind != "drop_mid_stream":
             self._release(prepared)
-            return await _fail(fault, request)
+            return await fault_answer(fault, request)
 
         def on_complete() -> None:
             self._release(prepared)

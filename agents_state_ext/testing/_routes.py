@@ -1,4 +1,7 @@
-"""The HTTP side of the mock: routing, request logging and the non-conversation endpoints."""
+"""The HTTP side of the mock: routing, request logging and the non-conversation endpoints.
+
+``POST /chat/completions`` is routed here too, to the stateless Chat Completions fake.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import httpx2
 
 from . import _conversations as conversations
 from . import _request_rules as rules
+from ._chat_completions import ChatCompletionsEndpoint
+from ._chat_rules import check_chat_completion
 from ._compact import compact
 from ._items import ApiError
 from ._records import RecordedRequest
@@ -39,6 +44,14 @@ def _error_message(response: httpx2.Response) -> str | None:
 
 def _response_rule(state: ServerState, body: dict[str, Any]) -> None:
     rules.check_create_response(body, history=state.known_context(body))
+
+
+def _compact_rule(state: ServerState, body: dict[str, Any]) -> None:
+    rules.check_compact(body, history=state.known_context(body))
+
+
+def _chat_rule(state: ServerState, body: dict[str, Any]) -> None:
+    check_chat_completion(body)
 
 
 def _conversation_rule(state: ServerState, body: dict[str, Any]) -> None:
@@ -75,6 +88,7 @@ class Backend:
         """Fresh state, queues and log."""
         self.state = ServerState(**self._state_flags)
         self.responses = ResponsesEndpoint(self.state, model=self._model, **self._endpoint_flags)
+        self.chat = ChatCompletionsEndpoint(self.responses, self.state.ids, model=self._model)
         self.requests.clear()
 
     async def dispatch(self, request: httpx2.Request) -> httpx2.Response:
@@ -110,7 +124,8 @@ class Backend:
         conv = r"/conversations/(?P<conversation_id>[^/]+)"
         table: list[tuple[str, str, _Handler]] = [
             ("POST", r"/responses", self._checked(_response_rule, self._create_response)),
-            ("POST", r"/responses/compact", self._compact),
+            ("POST", r"/responses/compact", self._checked(_compact_rule, self._compact)),
+            ("POST", r"/chat/completions", self._checked(_chat_rule, self._create_chat)),
             ("GET", r"/responses/(?P<response_id>[^/]+)", self._retrieve_response),
             ("GET", r"/responses/(?P<response_id>[^/]+)/input_items", self._input_items),
             ("DELETE", r"/responses/(?P<response_id>[^/]+)", self._delete_response),
@@ -166,6 +181,13 @@ class Backend:
         if not isinstance(record.json, dict):
             raise ApiError(400, "We could not parse the JSON body of your request.")
         return await self.responses.handle(request, record.json, record)
+
+    async def _create_chat(
+        self, request: httpx2.Request, record: RecordedRequest
+    ) -> httpx2.Response:
+        if not isinstance(record.json, dict):
+            raise ApiError(400, "We could not parse the JSON body of your request.")
+        return await self.chat.handle(request, record.json, record)
 
     async def _compact(self, request: httpx2.Request, record: RecordedRequest) -> httpx2.Response:
         if not isinstance(record.json, dict):

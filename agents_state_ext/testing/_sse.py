@@ -37,7 +37,10 @@ def materialize(
     """The reply's output items with fresh server ids (and ``call_N`` call ids where missing).
 
     A reasoning item gets ``encrypted_content`` when ``include_encrypted`` (the request's
-    ``include`` asked for it) unless its template opted out.
+    ``include`` asked for it) unless its template opted out. Every ``output_text`` part gets
+    ``logprobs: []`` unless scripted with its own: the API sends it when ``include`` does not
+    ask for ``message.output_text.logprobs`` [doc: openai-openapi ``OutputTextContent``
+    requires ``logprobs``; the Response examples there carry ``"logprobs": []``].
     """
     output: list[dict[str, Any]] = []
     for template in reply.output:
@@ -54,6 +57,10 @@ def materialize(
             item = rebuilt
         elif item.get("type") == "function_call":
             ids.claim(str(item["call_id"]))
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    part.setdefault("logprobs", [])
         output.append(item)
     return output
 
@@ -128,6 +135,10 @@ def _frame(event: Mapping[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
+def _event_type(event: Mapping[str, Any]) -> str:
+    return str(event["type"])
+
+
 class SSEStream(httpx2.AsyncByteStream):
     """An SSE body produced lazily, so cancels and drops happen between frames.
 
@@ -135,12 +146,13 @@ class SSEStream(httpx2.AsyncByteStream):
     produced; ``on_abort`` runs once if the body is closed, cancelled or dropped before that.
     ``before_frame(index)`` is awaited before frame ``index`` is sent, and once more with
     ``len(events)`` when the client reads on after the last frame; ``sent`` collects the types
-    of the frames sent.
+    of the frames sent. ``render`` writes one frame (default: the Responses API's
+    ``event:``/``data:`` pair) and ``label`` names it in ``sent`` (default: its ``type``).
     """
 
     def __init__(
         self,
-        events: list[dict[str, Any]],
+        events: Sequence[Mapping[str, Any]],
         *,
         delay: float,
         drop_after: int | None,
@@ -148,8 +160,12 @@ class SSEStream(httpx2.AsyncByteStream):
         on_abort: Callable[[], None],
         sent: list[str] | None = None,
         before_frame: Callable[[int], Awaitable[None]] | None = None,
+        render: Callable[[Mapping[str, Any]], bytes] = _frame,
+        label: Callable[[Mapping[str, Any]], str] = _event_type,
     ) -> None:
         self._events = events
+        self._render = render
+        self._label = label
         self._delay = delay
         self._drop_after = drop_after
         self._on_complete = on_complete
@@ -157,6 +173,7 @@ class SSEStream(httpx2.AsyncByteStream):
         self._sent = sent if sent is not None else []
         self._before_frame = before_frame
         self._done = False
+        self._iterated = False
 
     def _finish(self, completed: bool) -> None:
         if self._done:
@@ -172,6 +189,9 @@ class SSEStream(httpx2.AsyncByteStream):
         )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._iterated:  # a client draining the body after its end marker reads nothing more
+            return
+        self._iterated = True
         try:
             for index, event in enumerate(self._events):
                 if index == self._drop_after:
@@ -182,8 +202,8 @@ class SSEStream(httpx2.AsyncByteStream):
                     await self._before_frame(index)
                 if index == len(self._events) - 1:
                     self._finish(completed=True)
-                self._sent.append(str(event["type"]))
-                yield _frame(event)
+                self._sent.append(self._label(event))
+                yield self._render(event)
             if self._before_frame is not None:
                 await self._before_frame(len(self._events))
             if self._drop_after is not None:
