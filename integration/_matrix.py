@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents import RunState
+
 from agents_state_ext.testing import MockResponsesAPI
 
 from ._continue import CellSkipped, Continuation
@@ -62,6 +64,8 @@ class Cell:
             )
         if self.way.name == "checkpoint" and not self.continuation.loads:
             return "a checkpoint is restored into a fresh state; same-process runs are other ways"
+        if self.script.late_input and not hasattr(RunState, "add_input"):
+            return "RunState.add_input, which stages the late message, is new in openai-agents 0.24"
         if self.script.late_input and not FULL and not _late_cell(self.way, self.continuation):
             return (
                 "at the CI size the late-input script plays its checkpoint cells: a failed "
