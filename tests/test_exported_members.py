@@ -78,6 +78,7 @@ PUBLIC = {
         "StoreDataLostError",
         "StoreError",
         "StoreUnavailableError",
+        "StoreValueError",
         "StoredDataError",
         "TokenCounter",
         "TokenizerUnavailableError",
