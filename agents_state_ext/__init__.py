@@ -65,6 +65,7 @@ from .errors import (
     StoredDataError,
     StoreError,
     StoreUnavailableError,
+    StoreValueError,
     TokenizerUnavailableError,
 )
 from .stores import ConversationInfo, ConversationStore, InMemoryStore, SQLiteStore
@@ -134,6 +135,7 @@ __all__ = [
     "StoreDataLostError",
     "StoreError",
     "StoreUnavailableError",
+    "StoreValueError",
     "StoredDataError",
     "TokenCounter",
     "TokenizerUnavailableError",

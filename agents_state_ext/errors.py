@@ -76,6 +76,7 @@ __all__ = [
     "StoreDataLostError",
     "StoreError",
     "StoreUnavailableError",
+    "StoreValueError",
     "StoredDataError",
     "TokenizerUnavailableError",
 ]
@@ -306,6 +307,16 @@ class StoreUnavailableError(StoreError, ConnectionError):
     statement or socket timeout. What was asked may or may not have been done (a commit cut
     after it was sent): read again before writing again. Retrying later is the remedy; the
     served app answers it as HTTP 503 with ``Retry-After``.
+    """
+
+
+class StoreValueError(StoreError, ValueError):
+    """A value given to a store is one no backend can keep: refused before any write.
+
+    Text that is not valid Unicode (a lone surrogate), a NUL character, a value JSON cannot
+    hold, an id that is not non-empty text, a limit that is not a positive integer. The
+    caller's mistake, not the store's: the served app answers it as HTTP 400 (and an answer of
+    the model that holds such text as ``AnswerNotStored``, 502).
     """
 
 

@@ -79,6 +79,7 @@ PUBLIC = {
         "StoreDataLostError",
         "StoreError",
         "StoreUnavailableError",
+        "StoreValueError",
         "StoredDataError",
         "TokenCounter",
         "TokenizerUnavailableError",

@@ -367,3 +367,13 @@ async def test_a_deleted_response_is_gone_like_an_unknown_one(mock: MockResponse
         ("DELETE", f"/responses/{first.id}", 404),
         ("DELETE", f"/responses/{second.id}", 200),
     ]
+
+
+async def test_a_lone_surrogate_in_a_non_streamed_reply_is_sent_as_its_json_escape(
+    mock: MockResponsesAPI,
+) -> None:
+    mock.enqueue(Reply.text("bad \ud800 text"))
+    client = mock.client()
+    raw = await client.responses.with_raw_response.create(model="gpt-4.1", input="hi")
+    assert b'"bad \\ud800 text"' in raw.content  # as the real API sends it: ASCII JSON
+    assert raw.parse().output_text == "bad \ud800 text"

@@ -10,7 +10,13 @@ import pytest
 from _asgi_client import ASGIClient
 from agents import Agent, set_tracing_disabled
 
-from agents_state_ext.errors import StoreError
+from agents_state_ext.errors import (
+    ConcurrentUpdateError,
+    ConversationNotFoundError,
+    FencedOutError,
+    StoreError,
+    StoreValueError,
+)
 from agents_state_ext.server import create_app
 from agents_state_ext.stores import InMemoryStore
 from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
@@ -93,8 +99,60 @@ async def test_a_create_that_fails_after_its_first_write_takes_it_back(
     app = app_on(mock, store)
     client = ASGIClient(app, {"x-user-id": "alice"})
     status, answer = await client.post("/api/conversations", {"system": "be brief"})
-    assert (status, answer["error"]["message"]) == (400, "the store refused the write")
+    # the store failed, not the client: a 5xx, typed, without the store's own text
+    assert status == 500, answer
+    assert answer["error"] == {
+        "type": "StoreError",
+        "message": "the conversation store could not do what was asked",
+    }
     assert await store.list_conversations() == []
+    await app.state.chat_server.aclose()
+
+
+class ReadFails(InMemoryStore):
+    """A store whose reads of one conversation raise ``error`` (once the test sets it)."""
+
+    error: Exception | None = None
+
+    async def get_conversation(self, conversation_id: str) -> Any:
+        if self.error is not None:
+            raise self.error
+        return await super().get_conversation(conversation_id)
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (StoreError("disk quota exceeded on /var/lib/chats.db"), 500),  # the store's failure
+        (ConcurrentUpdateError("another writer moved the head"), 409),
+        (FencedOutError("the lease was lost"), 409),
+        (ConversationNotFoundError("no conversation 'x'"), 404),
+        (StoreValueError("a conversation id cannot hold a NUL character"), 400),
+    ],
+)
+async def test_a_store_error_is_4xx_only_when_the_client_caused_it(
+    mock: MockResponsesAPI, error: Exception, status: int
+) -> None:
+    store = ReadFails()
+    app = app_on(mock, store)
+    client = ASGIClient(app, {"x-user-id": "alice"})
+    cid = (await client.post("/api/conversations", {}))[1]["id"]
+    store.error = error
+    got, answer = await client.get(f"/api/conversations/{cid}")
+    assert got == status, answer
+    assert answer["error"]["type"] == type(error).__name__
+    if status == 500:  # its text (a path, a host) goes to the log only
+        assert "quota" not in answer["error"]["message"]
+    await app.state.chat_server.aclose()
+
+
+async def test_a_conversation_id_no_store_can_keep_is_the_clients_400(
+    mock: MockResponsesAPI,
+) -> None:
+    app = app_on(mock)
+    client = ASGIClient(app, {"x-user-id": "alice"})
+    status, answer = await client.get("/api/conversations/a%00b")
+    assert status in (400, 404), answer
     await app.state.chat_server.aclose()
 
 

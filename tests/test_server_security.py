@@ -7,6 +7,7 @@ each route in ``ROUTES`` and check that nothing changed and nothing was sent to 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -263,3 +264,38 @@ def test_tokens_come_from_the_options_or_the_environment() -> None:
         parse_tokens("alice=")
     assert "alice=***" in str(raised.value)
     assert "s1" not in repr(settings)
+
+
+def test_serve_takes_the_body_limits_as_options_or_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # what serve exports stays here
+    started: list[dict[str, str]] = []  # each start: what its workers read from the environment
+
+    def run(*args: Any, **kwargs: Any) -> None:
+        started.append({k: v for k, v in os.environ.items() if k.startswith("AGENTS_STATE_EXT_")})
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    env = {"OPENAI_API_KEY": "", "AGENTS_STATE_EXT_STORE": "memory:"}
+
+    def serve(*args: str, **more: str | None) -> Any:
+        return CliRunner().invoke(main, ["serve", *args], env={**env, **more})
+
+    unset = {"AGENTS_STATE_EXT_BODY_TIMEOUT": None, "AGENTS_STATE_EXT_MAX_MESSAGE": None}
+    given = {"AGENTS_STATE_EXT_BODY_TIMEOUT": "7", "AGENTS_STATE_EXT_MAX_MESSAGE": "4096"}
+    assert serve("--body-timeout", "2.5", "--max-message-bytes", "1048576", **unset).exit_code == 0
+    assert serve(**unset).exit_code == 0
+    assert serve(**given).exit_code == 0
+    assert serve("--max-message-bytes", "2048", **given).exit_code == 0  # the option wins
+    limits = [
+        (w["AGENTS_STATE_EXT_BODY_TIMEOUT"], w["AGENTS_STATE_EXT_MAX_MESSAGE"]) for w in started
+    ]
+    assert limits == [("2.5", "1048576"), ("30.0", "262144"), ("7.0", "4096"), ("7.0", "2048")]
+    settings = ServeSettings.from_env(started[0])
+    assert (settings.body_timeout, settings.max_message_bytes) == (2.5, 1048576)
+    for args in (["--body-timeout", "0"], ["--max-message-bytes", "0"]):
+        result = serve(*args, **unset)
+        assert result.exit_code != 0 and "must be positive" in result.stderr, result.output
+        assert "Traceback" not in result.output

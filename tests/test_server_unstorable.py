@@ -23,8 +23,9 @@ pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
 async def test_a_lone_surrogate_in_the_answer_is_escaped_and_the_attempt_ends_failed_with_502(
-    mock: MockResponsesAPI, tmp_path: Path
+    mock: MockResponsesAPI, tmp_path: Path, stream: bool
 ) -> None:
     store = SQLiteStore(tmp_path / "store.db")
     app = create_app(
@@ -35,15 +36,20 @@ async def test_a_lone_surrogate_in_the_answer_is_escaped_and_the_attempt_ends_fa
     client = ASGIClient(app)
     cid = (await client.post("/api/conversations", {}))[1]["id"]
     mock.enqueue(Reply.text("bad \ud800 text", chunks=["bad ", "\ud800", " text"]))
-    response = await client.open("POST", f"/api/conversations/{cid}/messages", {"content": "hi"})
+    body = {"content": "hi", "stream": stream}
+    response = await client.open("POST", f"/api/conversations/{cid}/messages", body)
     raw = await asyncio.wait_for(response.body(), 60)
 
     wire = raw.decode("utf-8")  # every byte sent is UTF-8
-    assert 'data: {"text":"\\ud800"}' in wire  # the surrogate as its JSON escape
+    text = '"\\ud800"' if stream else '"bad \\ud800 text"'  # the surrogate as its JSON escape
+    assert f'data: {{"text":{text}}}' in wire
     frames = [frame for frame in wire.split("\n\n") if frame.startswith("event: ")]
     events = [(f.split("\n")[0][7:], json.loads(f.split("\n")[1][6:])) for f in frames]
     closing = [name for name, _ in events if name in ("record", "error")]
     assert closing == ["error"] and events[-1][0] == "error"
+    # no event claims a status the store does not hold: its end was never stored as complete
+    claimed = [data["status"] for name, data in events if name == "attempt"]
+    assert "complete" not in claimed, claimed
     error = events[-1][1]
     assert (error["status"], error["type"]) == (502, "AnswerNotStored"), error
     assert "Unicode" in error["message"] and "codec" not in error["message"]

@@ -37,7 +37,8 @@ class AttemptEvent:
     """One thing an attempt did, for a UI that shows it live (see :meth:`Attempt.events`).
 
     ``status``: ``{"status"}``, when its start is stored (``queued``), when text starts to
-    stream (``streaming``) and once at the end (its final status). ``delta``: ``{"text"}``.
+    stream (``streaming``) and once at the end (its final status, once stored: not when the
+    store refused it, see :attr:`Attempt.end_refused`). ``delta``: ``{"text"}``.
     ``tool_call``: ``{"call_id", "name", "arguments"}`` (the model asked for a tool).
     ``tool_result``: ``{"call_id", "output"}`` (the tool answered; ``output`` is text).
     """
@@ -122,6 +123,9 @@ class Attempt:
         self.generation = generation  # the chat's generation when its start changed the graph
         self.stored = not run
         """Whether its start is in the store (``False``: refused before, nothing was stored)."""
+        self.end_refused = False
+        """Whether the store refused its end when it ended (``error`` says why): its final
+        status was in memory only, so no final ``status`` event claimed it."""
         self.paused_run: str | None = None  # a resumed attempt's stored run, read at its start
         self.tap = RequestTap(request_id=record.request_id)
         """What this attempt's requests were, as they went out (see ``AttemptRecord``)."""
@@ -323,7 +327,7 @@ class Attempt:
                     if self.text:
                         self._emit("delta", text=self.text)
                 self._deltas.put_nowait(None)
-                if self.stored:
+                if self.stored and not self.end_refused:
                     self._emit("status", status=self.status)
                 listeners, self._listeners = self._listeners or [], None
                 for listener in listeners:

@@ -282,6 +282,7 @@ class Writes:
         except FencedOutError as fenced_out:
             # Another worker drives the chat now: what it stored stands, this end is not stored.
             attempt.error = fenced_out
+            attempt.end_refused = True
         except ConcurrentUpdateError as lost:
             if attempt.error is None:
                 conflict = ConcurrentUpdateError(
@@ -294,6 +295,7 @@ class Writes:
         except Exception as failed:
             # The store failed: the end waits in memory, and the handle's next commit stores
             # it. Awaiting the attempt says so, unless it failed of its own.
+            attempt.end_refused = True
             if attempt.error is None:
                 attempt.error = failed
 

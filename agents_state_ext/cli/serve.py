@@ -94,6 +94,22 @@ __all__ = ["serve"]
     help="Seconds a worker may take to answer uvicorn's health check (its start-up, which "
     "imports the SDK, included) before it is replaced.",
 )
+@click.option(
+    "--body-timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Seconds a client gets to send a whole request body, then 408 "
+    "(default 30; env AGENTS_STATE_EXT_BODY_TIMEOUT).",
+)
+@click.option(
+    "--max-message-bytes",
+    type=int,
+    default=None,
+    metavar="N",
+    help="The largest request body in bytes, a message with its JSON, bigger is 413 "
+    "(default 262144: 256 KiB; env AGENTS_STATE_EXT_MAX_MESSAGE).",
+)
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     host: str,
@@ -110,6 +126,8 @@ def serve(
     strategy: str,
     lease_ttl: float,
     worker_timeout: float,
+    body_timeout: float | None,
+    max_message_bytes: int | None,
     log_level: str,
 ) -> None:
     """Serve the chat API over HTTP: create, send, stop, retry, edit, switch, ...
@@ -145,6 +163,10 @@ def serve(
             agent=agent_spec or base.agent,
             strategy=strategy,
             lease_ttl=lease_ttl,
+            body_timeout=base.body_timeout if body_timeout is None else body_timeout,
+            max_message_bytes=(
+                base.max_message_bytes if max_message_bytes is None else max_message_bytes
+            ),
         )
         starts_mock = settings.workers > 1 and settings.model_source == "offline"
         # with several workers and no model, serve starts the mock they share (below)

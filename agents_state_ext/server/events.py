@@ -20,8 +20,11 @@ status :func:`error_status` gives (a 422 over the token budget adds ``required_t
 ``message_tokens`` and ``budget``). A store that cannot be reached is ``503`` (type
 ``StoreUnavailableError``, with a ``Retry-After`` header of :data:`RETRY_AFTER` seconds): the
 client may send the same request again later. Data the store cannot read back, or lost, is
-``500`` (``StoredDataError``, ``StoreDataLostError``). A 4xx is only ever about what the
-client sent.
+``500`` (``StoredDataError``, ``StoreDataLostError``); any other failure of the store (a
+write it refused, a store closed or misconfigured) is ``500`` of type ``StoreError`` with a
+fixed message (its own text goes to the log). A 4xx is only ever about what the client sent:
+an unknown conversation, attempt or node (404), a conflict (409), a value no store can keep
+(``StoreValueError``, 400).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from ..errors import (
     NodeNotFoundError,
     StateExtError,
     StoredDataError,
+    StoreError,
     StoreUnavailableError,
+    StoreValueError,
 )
 
 __all__ = [
@@ -112,6 +117,7 @@ RETRY_AFTER = 2
 """Seconds a client is told to wait (``Retry-After``) before it retries after a 503."""
 
 _UNAVAILABLE = "the conversation store is unavailable; retry later"
+_STORE_FAILED = "the conversation store could not do what was asked"
 
 # Checked in order: the first class an error is an instance of gives its status.
 _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
@@ -125,6 +131,8 @@ _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (ApprovalPendingError, 409),
     (InvalidTransitionError, 409),
     (InvalidTargetError, 400),
+    (StoreValueError, 400),  # what the client sent cannot be kept (refused before any write)
+    (StoreError, 500),  # any other: the store failed, not the client
     (ConversationLockedError, 409),  # the model's API is busy with this conversation: retry
     (openai.APIError, 502),  # the model's API failed: the server is a gateway to it
     (StateExtError, 400),
@@ -157,7 +165,7 @@ def error_body(error: BaseException) -> dict[str, Any]:
     """
     kind = error.kind if isinstance(error, HTTPError) else type(error).__name__
     status = error_status(error)
-    known = status != 500 or isinstance(error, StoredDataError)
+    known = status != 500 or isinstance(error, StoreError)
     message = _message(error) if known else "internal server error"
     body: dict[str, Any] = {"type": kind, "message": message}
     if isinstance(error, ContextOverflowError):
@@ -170,6 +178,9 @@ def error_body(error: BaseException) -> dict[str, Any]:
 def _message(error: BaseException) -> str:
     if isinstance(error, StoreUnavailableError):  # the driver's text names hosts and ports
         return _UNAVAILABLE
+    failed = isinstance(error, StoreError) and not isinstance(error, StoredDataError)
+    if failed and error_status(error) == 500:  # its text may name hosts, files, keys
+        return _STORE_FAILED
     if isinstance(error, openai.APIError) and not isinstance(error, StateExtError):
         # its text is the provider's: kept in the record only
         status = getattr(error, "status_code", None)

@@ -21,6 +21,7 @@ from ..errors import (
     RecordError,
     StoredDataError,
     StoreError,
+    StoreValueError,
 )
 
 __all__ = [
@@ -63,7 +64,7 @@ def _as_dict(value: object) -> dict[Any, Any]:
 
 
 def encode(value: Mapping[str, Any]) -> str:
-    """Compact JSON; anything JSON or UTF-8 cannot hold is a ``StoreError`` before any write.
+    """Compact JSON; anything JSON or UTF-8 cannot hold is a ``StoreValueError`` before any write.
 
     A lone surrogate in a string is valid in Python but not in UTF-8, which every database
     needs: refused here, so every backend refuses it the same way.
@@ -74,26 +75,26 @@ def encode(value: Mapping[str, Any]) -> str:
         )
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise StoreError(f"value holds text that is not valid Unicode: {exc}") from exc
+        raise StoreValueError(f"value holds text that is not valid Unicode: {exc}") from exc
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+        raise StoreValueError(f"value is not JSON-serializable: {exc}") from exc
     return text
 
 
 def check_blob(blob: object) -> str:
-    """``blob`` if it is text every backend can keep, else ``StoreError`` before any write.
+    """``blob`` if it is text every backend can keep, else ``StoreValueError`` before any write.
 
     A NUL character (PostgreSQL's ``text`` refuses it) and a lone surrogate (not UTF-8) are
     refused by every backend alike.
     """
     if not isinstance(blob, str):
-        raise StoreError(f"a run state is stored as text, got {type(blob).__name__}")
+        raise StoreValueError(f"a run state is stored as text, got {type(blob).__name__}")
     if "\x00" in blob:
-        raise StoreError("a stored blob cannot hold a NUL character")
+        raise StoreValueError("a stored blob cannot hold a NUL character")
     try:
         blob.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise StoreError(f"a stored blob must be valid Unicode text: {exc}") from exc
+        raise StoreValueError(f"a stored blob must be valid Unicode text: {exc}") from exc
     return blob
 
 
@@ -192,30 +193,30 @@ def unknown_parents(rows: Sequence[tuple[Any, ...]]) -> dict[str, str]:
 
 
 def check_id(value: object, what: str) -> str:
-    """``value`` if it is non-empty text that any backend can store, else ``StoreError``.
+    """``value`` if it is non-empty text that any backend can store, else ``StoreValueError``.
 
     A lone surrogate cannot be encoded as UTF-8 (SQLite, PostgreSQL and Redis all need it);
     a NUL byte is refused by PostgreSQL. Both are refused by every backend, before any write.
     """
     if not isinstance(value, str):
-        raise StoreError(f"a {what} is text, got {type(value).__name__}")
+        raise StoreValueError(f"a {what} is text, got {type(value).__name__}")
     if not value:
-        raise StoreError(f"a {what} cannot be empty")
+        raise StoreValueError(f"a {what} cannot be empty")
     if "\x00" in value:
-        raise StoreError(f"a {what} cannot hold a NUL character: {value!r}")
+        raise StoreValueError(f"a {what} cannot hold a NUL character: {value!r}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise StoreError(f"a {what} must be valid Unicode text: {value!r}") from exc
+        raise StoreValueError(f"a {what} must be valid Unicode text: {value!r}") from exc
     return value
 
 
 def check_limit(limit: object) -> int | None:
-    """``limit`` if it is ``None`` or a positive int, else ``StoreError``."""
+    """``limit`` if it is ``None`` or a positive int, else ``StoreValueError``."""
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise StoreError(f"limit must be a positive integer or None, got {limit!r}")
+        raise StoreValueError(f"limit must be a positive integer or None, got {limit!r}")
     return limit
 
 
@@ -226,7 +227,9 @@ def check_counts(encoding: object, counts: Mapping[str, int]) -> dict[str, int]:
     for node_id, count in counts.items():
         check_id(node_id, "node id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise StoreError(f"a token count is a non-negative int, got {count!r} for {node_id}")
+            raise StoreValueError(
+                f"a token count is a non-negative int, got {count!r} for {node_id}"
+            )
         checked[node_id] = count
     return checked
 

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import errors, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
 from ._postgres_schema import Conn, migrate
 
@@ -87,7 +87,7 @@ async def pooled(pool: AsyncConnectionPool[Conn] | None) -> AsyncIterator[Conn]:
     except psycopg.Error as exc:
         raise store_error(exc) from exc
     except UnicodeEncodeError as exc:
-        raise StoreError(f"text that is not valid Unicode cannot be stored: {exc}") from exc
+        raise StoreValueError(f"text that is not valid Unicode cannot be stored: {exc}") from exc
 
 
 def store_error(exc: BaseException) -> StoreError:

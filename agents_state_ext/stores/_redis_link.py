@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._text import one_line, redact
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
 from ._redis_scripts import Keys
 
@@ -158,7 +158,7 @@ class RedisLink:
         except RedisError as exc:
             raise StoreError(f"Redis: {one_line(exc)}") from exc
         except UnicodeEncodeError as exc:  # raised while packing the command: nothing was sent
-            raise StoreError(f"a value is not valid Unicode text: {one_line(exc)}") from exc
+            raise StoreValueError(f"a value is not valid Unicode text: {one_line(exc)}") from exc
 
 
 def _lost_connection(error: StoreUnavailableError) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 
 from ._faults import IN_STREAM_KINDS, Fault
-from ._items import CREATED_AT, IdMinter, item_text
+from ._items import CREATED_AT, IdMinter, item_text, json_response
 from ._records import RecordedRequest
 from ._replies import Reply, ResponseContext, Usage, split_words
 from ._responses import ResponsesEndpoint, default_reply, fault_answer
@@ -255,7 +255,7 @@ class ChatCompletionsEndpoint:
                 await asyncio.sleep(reply.delay)
             if fault is not None:
                 return await fault_answer(fault, request)
-            return httpx2.Response(200, json=answer.completion(usage))
+            return json_response(200, answer.completion(usage))
         if fault is not None and fault.kind not in in_flight:
             return await fault_answer(fault, request)
         options = body.get("stream_options") or {}

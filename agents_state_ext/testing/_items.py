@@ -15,12 +15,28 @@ __all__ = [
     "IdMinter",
     "describe_items",
     "item_text",
+    "json_response",
     "normalize_input",
     "normalize_item",
 ]
 
 CREATED_AT = 1_700_000_000
 """The fixed ``created_at`` of every object the mock returns."""
+
+
+def json_response(
+    status: int, body: Any, headers: Mapping[str, str] | None = None
+) -> httpx2.Response:
+    """``body`` as JSON the way the real API sends it: ASCII, any other character escaped.
+
+    A lone surrogate in a model's text (``"\\ud800"``) is valid JSON as its escape, but not as
+    UTF-8: encoded raw, it would fail inside the mock instead of reaching the client.
+    """
+    content = json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
+    return httpx2.Response(
+        status, content=content, headers={"content-type": "application/json", **(headers or {})}
+    )
+
 
 _ID_PREFIXES = {
     "message": "msg",
@@ -71,7 +87,7 @@ class ApiError(Exception):
 
     def to_response(self) -> httpx2.Response:
         """This error as an ``httpx2.Response``."""
-        return httpx2.Response(self.status, json=self.body(), headers=self.headers)
+        return json_response(self.status, self.body(), self.headers)
 
 
 class IdMinter:

@@ -11,7 +11,7 @@ import httpx2
 
 from ._events import build_events, failed_response, failure_event
 from ._faults import IN_STREAM_KINDS, Fault
-from ._items import ApiError
+from ._items import ApiError, json_response
 from ._records import FrameHook, RecordedRequest
 from ._replies import Reply, ResponseContext
 from ._sse import SSEStream, default_usage, materialize, response_json, with_reasoning
@@ -178,10 +178,10 @@ class ResponsesEndpoint:
             failed = failed_response(
                 response, message=fault.message, code=fault.error_code, output=[]
             )
-            return httpx2.Response(200, json=failed)
+            return json_response(200, failed)
         if fault is not None:
             return await fault_answer(fault, request)
-        return httpx2.Response(200, json=response)
+        return json_response(200, response)
 
     async def _stream(
         self,

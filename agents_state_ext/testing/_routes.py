@@ -18,7 +18,7 @@ from . import _request_rules as rules
 from ._chat_completions import ChatCompletionsEndpoint
 from ._chat_rules import check_chat_completion
 from ._compact import compact
-from ._items import ApiError
+from ._items import ApiError, json_response
 from ._records import RecordedRequest
 from ._responses import ResponsesEndpoint
 from ._state import ServerState
@@ -31,7 +31,7 @@ _SECRET_HEADERS = ("authorization", "openai-organization", "openai-project", "co
 
 
 def _json(status: int, body: Any) -> httpx2.Response:
-    return httpx2.Response(status, json=body)
+    return json_response(status, body)
 
 
 def _error_message(response: httpx2.Response) -> str | None:
