@@ -539,7 +539,7 @@ class Conversation:
         if attempt.resumed:
             await self._parking.begin(attempt)
             return
-        records = [attempt.record, *await invalidations(self, attempt)]
+        records = [attempt.record, *await invalidations(self, attempt, self._writes.queued)]
         try:
             await self._writes.commit(records, since=attempt.generation)
         except ConcurrentUpdateError as exc:

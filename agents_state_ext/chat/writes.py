@@ -158,6 +158,10 @@ class Writes:
 
     # -- writing -----------------------------------------------------------------------------
 
+    def queued(self, attempt_id: str) -> AttemptRecord | None:
+        """The record of ``attempt_id`` waiting for the next commit, if one is."""
+        return self._queue.get(attempt_id)
+
     def hold(self, record: AttemptRecord, *, keep: bool = False) -> int:
         """Queue ``record`` for the next commit; the generation its node changed in.
 
