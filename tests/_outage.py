@@ -4,7 +4,9 @@ the test's own (never the machine's services) to kill and restart.
 ``FaultProxy`` sits between a store and its server, in the test's event loop: ``cut()`` closes
 every connection through it (the next ones go through again), ``blackhole()`` keeps
 connections open but forwards nothing (a partitioned network: nothing is refused, nothing
-answers), ``refuse()`` closes every connection as it arrives, ``heal()`` forwards again.
+answers), ``refuse()`` closes every connection as it arrives, ``heal()`` forwards again,
+``delay`` slows every chunk, and ``lose_reply_to(marker)`` drops the server's reply to one
+request (a commit done whose answer never came back).
 
 ``Postgres`` and ``Redis`` run a server in a temporary directory on a free port, with
 ``kill()`` (SIGKILL) and ``start()`` again. Redis runs with no persistence at all
@@ -51,6 +53,22 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.delay = 0.0
+        """Seconds each chunk waits before it is forwarded (a slow network), both ways."""
+        self._marker: bytes | None = None
+        self._swallow: set[asyncio.StreamWriter] = set()  # clients whose next reply is dropped
+        self.held = asyncio.Event()
+        """Set when the reply to the armed request (:meth:`lose_reply_to`) was dropped."""
+
+    def lose_reply_to(self, marker: bytes) -> asyncio.Event:
+        """Forward the next request holding ``marker``, then drop the server's reply to it.
+
+        The server has done what it was asked, and the client hears nothing: what a crash
+        between the two does. Returns :attr:`held`, set once the reply was dropped.
+        """
+        self._marker = marker
+        self.held.clear()
+        return self.held
 
     async def start(self) -> FaultProxy:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -102,7 +120,7 @@ class FaultProxy:
             return
         self._writers.update((writer, up_writer))
         for source, sink in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.ensure_future(self._pump(source, sink, (writer, up_writer)))
+            task = asyncio.ensure_future(self._pump(source, sink, (writer, up_writer), writer))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -111,9 +129,19 @@ class FaultProxy:
         source: asyncio.StreamReader,
         sink: asyncio.StreamWriter,
         pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter],
+        client: asyncio.StreamWriter,
     ) -> None:
         try:
             while data := await source.read(65536):
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                if sink is client and client in self._swallow:
+                    self._swallow.discard(client)
+                    self.held.set()
+                    return  # the reply is lost, and the connection with it
+                if sink is not client and self._marker is not None and self._marker in data:
+                    self._marker = None
+                    self._swallow.add(client)
                 if self.mode == "pass":
                     sink.write(data)
                     await sink.drain()
