@@ -38,7 +38,12 @@ async def _cleanup() -> None:
 # workers and the mock), and Chromium with the mock and the app for the page's tests. Under
 # pytest-xdist, tests are handed out one by one, so each worker that got one of them would
 # build the fixture again; in one group (--dist=loadgroup) it is built once.
-ONE_WORKER_MODULES = ("test_soak.py", "test_web_ui.py", "test_store_outages.py")
+ONE_WORKER_MODULES = (
+    "test_soak.py",
+    "test_soak_faults.py",
+    "test_web_ui.py",
+    "test_store_outages.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,17 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from _outage import FaultProxy, Postgres
 from agents import Agent, set_tracing_disabled
 
-from agents_state_ext import AttemptRecord, Node, open_conversation
+from agents_state_ext import open_conversation
 from agents_state_ext.chat import Conversation
 from agents_state_ext.errors import StoreError
 from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
+from soak.fault_checks import disagreements
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
@@ -44,24 +45,6 @@ def postgres() -> Iterator[Postgres]:
     server.start()
     yield server
     server.stop()
-
-
-def disagreements(nodes: Iterable[Node], records: Iterable[AttemptRecord]) -> list[str]:
-    """What breaks "every attempt final, node and record agree" in one stored conversation."""
-    assistants = {n.id: n for n in nodes if n.role == "assistant"}
-    by_node = {r.message_id: r for r in records}
-    found = [f"{i}: no record" for i in assistants if i not in by_node]
-    for message_id, record in by_node.items():
-        node = assistants.get(message_id)
-        if record.status not in FINAL:
-            found.append(f"{message_id}: record {record.status}")
-        if node is None:
-            found.append(f"{message_id}: record without a node")
-            continue
-        status = node.meta.get("status_before_invalid") if node.status == "invalid" else node.status
-        if status != record.status:
-            found.append(f"{message_id}: node {node.status}/{status}, record {record.status}")
-    return found
 
 
 async def _act(chat: Conversation, rng: random.Random, n: int) -> None:
@@ -153,16 +136,17 @@ async def test_after_kills_mid_commit_every_attempt_is_final_and_node_and_record
     killer = asyncio.ensure_future(_kill_during_commits(postgres, proxy, done))
     try:
         driven = asyncio.gather(*(_drive(c, i, options) for i, c in enumerate(chats)))
-        failures = await asyncio.wait_for(driven, 120)
+        await asyncio.wait_for(driven, 120)
     finally:
         done.set()
         kills = await killer
-    assert kills > 0 and sum(failures) > 0
+    assert kills > 0  # each after a COMMIT reached the server (what the handles saw may be none)
 
     found: dict[str, list[str]] = {}
     for chat in chats:
         fresh = await open_conversation(store, chat.id, **options)
-        wrong = disagreements(fresh.graph.nodes(), await fresh.attempts())
+        checks = disagreements(fresh.graph.nodes(), await fresh.attempts())
+        wrong = [w for found in checks.values() for w in found]
         if wrong:
             found[chat.id] = wrong
     assert not found, found

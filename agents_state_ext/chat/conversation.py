@@ -59,6 +59,7 @@ from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     InvalidTransitionError,
+    StoreUnavailableError,
 )
 from ..stores import ConversationStore
 from .approvals import PendingApproval, read_approvals
@@ -557,6 +558,8 @@ class Conversation:
                 self._writes.hold(attempt.record, keep=True)
             else:
                 self._writes.ended(attempt, "failed", error=message)
+            if isinstance(exc, StoreUnavailableError):  # cut in flight: it may be stored
+                self._writes.retry_ended()
             raise
         attempt.stored = True
 

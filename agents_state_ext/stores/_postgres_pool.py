@@ -125,8 +125,8 @@ class CallGuard:
     call is tried once more on a fresh one when that is safe: a read, a write that repeats to
     the same result (an upsert or a delete by key), or a write in ``atomic`` that the server
     did not apply (see ``_postgres_outcome``). An ``atomic`` call (it returns ``None``) that
-    the server did apply, though its answer was lost, returns as applied; any other write
-    whose fate is unknown stays ``StoreUnavailableError``.
+    the server did apply, though its answer was lost or late past the bound, returns as
+    applied; any other write whose fate is unknown stays ``StoreUnavailableError``.
     """
 
     def __init__(self, deadline: float | None) -> None:
@@ -135,20 +135,23 @@ class CallGuard:
         self._background: set[asyncio.Future[Any]] = set()
 
     async def call(self, work: Callable[[], Awaitable[_T]], *, kind: CallKind) -> _T:
-        async with tracking() as write:
-            try:
-                return await self._bounded(work)
-            except StoreUnavailableError as exc:
-                if not _lost_connection(exc.__cause__):
-                    raise
-                await self._bounded(self._check)
-                if kind not in ("read", "idempotent"):
-                    found = await self._bounded(lambda: outcome(write, self.pool))
+        for retried in (False, True):
+            async with tracking() as write:
+                try:
+                    return await self._bounded(work)
+                except StoreUnavailableError as exc:
+                    lost = _lost_connection(exc.__cause__)
+                    if lost:
+                        await self._bounded(self._check)
+                    found = "unknown"
+                    if kind in ("atomic", "write") and (lost or write.committing):
+                        found = await outcome(write, self.pool)  # bounded by itself
                     if found == "applied" and kind == "atomic":
                         return None  # type: ignore[return-value]  # atomic calls return None
-                    if found != "not applied":
+                    safe = kind in ("read", "idempotent") or found == "not applied"
+                    if retried or not lost or not safe:
                         raise
-        return await self._bounded(work)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _check(self) -> None:
         if self.pool is not None:
