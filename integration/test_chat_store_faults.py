@@ -14,6 +14,7 @@ every answer the user saw is stored.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,24 @@ async def test_an_edit_after_a_failed_end_stores_the_end_not_the_stored_start(
     async with SQLiteStore(db) as store:
         record = await store.get_attempt(chat.id, answered.attempt_id)
         assert (record.status, record.invalidated_by) == ("complete", edited.user_id)
+
+
+@STREAMED
+async def test_a_failed_end_is_stored_in_the_background_without_another_action(
+    mock: MockResponsesAPI, tmp_path: Path, streamed: bool
+) -> None:
+    """The user never acts on the handle again: its answered attempt must not stay ``queued``
+    in the store (no other handle can tell it from one in flight; issue 33 item 2)."""
+    db = tmp_path / "chat.sqlite"
+    async with FaultyStore(db) as store:
+        chat = await open_chat(mock, "replay", store=store)
+        store.fail("end")
+        answered = chat.send("one", stream=streamed)
+        with pytest.raises(StoreError):
+            await answered
+        for _ in range(200):  # the handle's background tries, waited for (bounded), not timed
+            if (await store.get_attempt(chat.id, answered.attempt_id)).status != "queued":
+                break
+            await asyncio.sleep(0.05)
+        assert (await store.get_attempt(chat.id, answered.attempt_id)).status == "complete"
+    await _check_store(db, chat.id, [answered.text])
