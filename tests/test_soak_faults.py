@@ -16,7 +16,7 @@ import pytest
 from soak import outage
 from soak.faults import SCENARIOS, FaultOptions, run_faults, summary
 
-CI_SIZE = FaultOptions(chats=4, turns=2, faults=2, seed=3, blackhole=1.0)
+CI_SIZE = FaultOptions(chats=4, turns=2, faults=1, seed=3, blackhole=1.0)
 
 
 @pytest.fixture(scope="module")
