@@ -164,6 +164,24 @@ async def test_an_edit_on_another_handle_keeps_the_slow_attempt_invalid_and_fina
         assert branch == ["hi", "echo: hi", "poem", "echo: poem"]
 
 
+@STREAMED
+async def test_an_attempt_invalidated_in_flight_is_stored_with_the_status_it_ended_in(
+    mock: MockResponsesAPI, streamed: bool, tmp_path: Path
+) -> None:
+    """Its node says, as its record does, that it ended ``complete`` (the edit saw it queued or
+    streaming): an invalid node and its record agree on how the attempt ended (issue 33)."""
+    async with racing(mock, tmp_path, streamed=streamed) as race:
+        slow = race.story
+        await race.two.edit(slow.user_id, "poem")
+        with pytest.raises(ConcurrentUpdateError):
+            await slow
+    async with SQLiteStore(race.db) as store:
+        node = await store.get_node(race.one.id, slow.id)
+        record = await store.get_attempt(race.one.id, slow.attempt_id)
+    assert (node.status, node.meta["status_before_invalid"]) == ("invalid", record.status)
+    assert record.status == "complete"
+
+
 async def test_an_action_that_loses_the_race_changes_nothing_and_the_handle_recovers(
     mock: MockResponsesAPI, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ every answer the user saw is stored.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,9 @@ async def _check_store(db: Path, chat_id: str, seen: list[str]) -> None:
         assert sorted(r.message_id for r in records) == sorted(n.id for n in assistants)
         for record in records:
             assert record.status in FINAL, (record.message_id, record.status)
-            assert nodes[record.message_id].status == record.status
+            node = nodes[record.message_id]  # an invalid one: the status it ended in
+            ended = node.meta.get("status_before_invalid") if node.status == "invalid" else None
+            assert (ended or node.status) == record.status, (record.message_id, node.status)
         answered = [n.text() for n in assistants if n.status == "complete"]
         assert all(text in answered for text in seen), (seen, answered)
 
@@ -198,3 +201,46 @@ async def test_a_failed_start_on_a_handle_then_dropped_leaves_the_store_as_it_wa
         await again.send("two", stream=streamed)
     await _check_store(db, chat.id, [])
     assert _contexts(mock)[-1] == ["one", "two"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@STREAMED
+async def test_an_edit_after_a_failed_end_stores_the_end_not_the_stored_start(
+    mock: MockResponsesAPI, tmp_path: Path, strategy: str, streamed: bool
+) -> None:
+    """The edit marks the answers it invalidates in their stored records: for the one whose end
+    waits in memory, that end is what gets marked and stored (issue 33 item 2)."""
+    db = tmp_path / "chat.sqlite"
+    async with FaultyStore(db) as store:
+        chat = await open_chat(mock, strategy, store=store)
+        await chat.send("one", stream=streamed)
+        store.fail("end")
+        answered = chat.send("two", stream=streamed)
+        with pytest.raises(StoreError):
+            await answered
+        edited = await chat.edit(answered.user_id, "two again", stream=streamed)
+    await _check_store(db, chat.id, [edited.text])
+    async with SQLiteStore(db) as store:
+        record = await store.get_attempt(chat.id, answered.attempt_id)
+        assert (record.status, record.invalidated_by) == ("complete", edited.user_id)
+
+
+@STREAMED
+async def test_a_failed_end_is_stored_in_the_background_without_another_action(
+    mock: MockResponsesAPI, tmp_path: Path, streamed: bool
+) -> None:
+    """The user never acts on the handle again: its answered attempt must not stay ``queued``
+    in the store (no other handle can tell it from one in flight; issue 33 item 2)."""
+    db = tmp_path / "chat.sqlite"
+    async with FaultyStore(db) as store:
+        chat = await open_chat(mock, "replay", store=store)
+        store.fail("end")
+        answered = chat.send("one", stream=streamed)
+        with pytest.raises(StoreError):
+            await answered
+        for _ in range(200):  # the handle's background tries, waited for (bounded), not timed
+            if (await store.get_attempt(chat.id, answered.attempt_id)).status != "queued":
+                break
+            await asyncio.sleep(0.05)
+        assert (await store.get_attempt(chat.id, answered.attempt_id)).status == "complete"
+    await _check_store(db, chat.id, [answered.text])

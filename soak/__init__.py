@@ -5,6 +5,10 @@ server and N uvicorn workers (each on its own port) on a fresh PostgreSQL schema
 conversations (send / stop / retry / edit / switch, stops aimed at another worker than the
 streaming one, second drivers that must get 409), SIGKILLs and restarts workers, then checks
 the store and the mock's transcripts (:mod:`.checks`). ``tests/test_soak.py`` runs a small size.
+
+``python -m soak.faults`` is its fault mode (:mod:`.faults`): chats on a PostgreSQL and a Redis
+of its own that it kills, restarts, cuts, blackholes and slows (issue 33);
+``tests/test_soak_faults.py`` runs a small size.
 """
 
 from __future__ import annotations

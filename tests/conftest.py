@@ -40,6 +40,7 @@ async def _cleanup() -> None:
 # them would build the fixture again; in one group (--dist=loadgroup) it is built once.
 ONE_WORKER_MODULES = (
     "test_soak.py",
+    "test_soak_faults.py",
     "test_web_ui.py",
     "test_web_security.py",
     "test_store_outages.py",

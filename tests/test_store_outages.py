@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import uuid4
 
 import pytest
 from _asgi_client import ASGIClient
@@ -356,3 +357,97 @@ async def test_a_stop_routed_over_an_unreachable_stop_bus_is_503(
         await direct.aclose()
         await proxied.aclose()
         await store.aclose()
+
+
+# -- PostgreSQL writes across a restart and a lost commit answer (item 2) --------------------
+
+
+@pytest.fixture
+async def pg_store(pg_proxy: FaultProxy) -> AsyncIterator[Any]:
+    from agents_state_ext.stores.postgres import PostgresStore
+
+    url = pg_proxy.proxied("postgresql://postgres@127.0.0.1:1/postgres")
+    store = await PostgresStore.connect(url, max_size=2, timeout=TIMEOUT, statement_timeout=TIMEOUT)
+    yield store
+    pg_proxy.heal()
+    await store.aclose()
+
+
+def _turn(parent: str | None, node_id: str) -> Any:
+    from agents_state_ext import Node
+
+    return Node.from_dict(
+        {"id": node_id, "parent_id": parent, "role": "user", "status": "complete", "items": []}
+    )
+
+
+async def test_writes_right_after_a_postgres_restart_go_through(
+    pg_store: Any, postgres: Postgres
+) -> None:
+    """The pooled connections died with the server: the first write of each kind finds a dead
+    one at ``BEGIN`` (nothing sent), and is sent again on a fresh one instead of a 503."""
+    from agents_state_ext import AttemptRecord
+
+    c1, c2, l1 = uuid4().hex, uuid4().hex, uuid4().hex
+    await pg_store.create_conversation(c1, strategy="replay")
+    await pg_store.commit(c1, [_turn(None, "m1")], expected_head=None, new_head="m1")
+    writes: list[tuple[str, Any]] = [
+        (
+            "commit",
+            lambda: pg_store.commit(c1, [_turn("m1", "m2")], expected_head="m1", new_head="m2"),
+        ),
+        ("meta", lambda: pg_store.update_conversation_meta(c1, {"k": 1})),
+        (
+            "attempt",
+            lambda: pg_store.put_attempt(c1, AttemptRecord(message_id="m2", attempt_id="a1")),
+        ),
+        (
+            "ledger",
+            lambda: pg_store.put_ledger(l1, "{}", expected_version=0, holder=None, held_until=None),
+        ),
+        ("create", lambda: pg_store.create_conversation(c2, strategy="replay")),
+    ]
+    for name, write in writes:
+        postgres.kill()
+        postgres.start()
+        try:
+            await bounded(write())
+        except StoreUnavailableError as exc:
+            raise AssertionError(f"the {name} write after a restart: {exc}") from exc
+    assert [n.id for n in await pg_store.active_path(c1)] == ["m1", "m2"]
+    assert (await pg_store.get_conversation(c1)).meta == {"k": 1}
+    assert (await pg_store.get_attempt(c1, "a1")).message_id == "m2"
+    assert (await pg_store.get_ledger(l1)).version == 1
+    assert c2 in await pg_store.list_conversations()
+
+
+async def test_a_commit_applied_whose_answer_was_lost_in_a_kill_returns_as_stored(
+    pg_store: Any, pg_proxy: FaultProxy, postgres: Postgres
+) -> None:
+    """``COMMIT`` reached the server, which was SIGKILLed before its answer came back: the
+    store asks the restarted server what became of the transaction and reports it stored
+    (it did not: a 503 for a stored commit left a chat's attempt stored ``queued`` for good)."""
+    c1 = uuid4().hex
+    await pg_store.create_conversation(c1, strategy="replay")
+    held = pg_proxy.lose_reply_to(b"COMMIT\x00")
+    committing = asyncio.ensure_future(
+        pg_store.commit(c1, [_turn(None, "m1")], expected_head=None, new_head="m1")
+    )
+    await bounded(held.wait())
+    postgres.kill()
+    postgres.start()
+    await bounded(committing)
+    assert await pg_store.get_head(c1) == "m1"
+
+
+async def test_a_commit_cut_before_its_commit_was_sent_is_sent_again(
+    pg_store: Any, pg_proxy: FaultProxy
+) -> None:
+    """A connection cut between ``BEGIN`` and ``COMMIT``: the server rolled it back, the store
+    sends it once more, and it is stored once."""
+    c1 = uuid4().hex
+    await pg_store.create_conversation(c1, strategy="replay")
+    held = pg_proxy.lose_reply_to(b"txid_current")
+    await bounded(pg_store.commit(c1, [_turn(None, "m1")], expected_head=None, new_head="m1"))
+    assert held.is_set()
+    assert [n.id for n in await pg_store.active_path(c1)] == ["m1"]

@@ -59,6 +59,7 @@ from ..errors import (
     AttemptNotFoundError,
     ConcurrentUpdateError,
     InvalidTransitionError,
+    StoreUnavailableError,
 )
 from ..stores import ConversationStore
 from .approvals import PendingApproval, read_approvals
@@ -541,7 +542,7 @@ class Conversation:
         if attempt.resumed:
             await self._parking.begin(attempt)
             return
-        records = [attempt.record, *await invalidations(self, attempt)]
+        records = [attempt.record, *await invalidations(self, attempt, self._writes.queued)]
         try:
             await self._writes.commit(records, since=attempt.generation)
         except ConcurrentUpdateError as exc:
@@ -559,6 +560,8 @@ class Conversation:
                 self._writes.hold(attempt.record, keep=True)
             else:
                 self._writes.ended(attempt, "failed", error=message)
+            if isinstance(exc, StoreUnavailableError):  # cut in flight: it may be stored
+                self._writes.retry_ended()
             raise
         attempt.stored = True
 

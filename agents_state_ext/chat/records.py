@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, RunConfig
@@ -259,11 +259,17 @@ def invalidated(chat: Conversation, edit_id: str) -> list[Node]:
     ]
 
 
-async def invalidations(chat: Conversation, attempt: Attempt) -> list[AttemptRecord]:
+async def invalidations(
+    chat: Conversation,
+    attempt: Attempt,
+    queued: Callable[[str], AttemptRecord | None] = lambda attempt_id: None,
+) -> list[AttemptRecord]:
     """The stored records of the attempts an edit invalidated, marked with it (when, by which).
 
     Only for the first attempt that answers an edit (``attempt``'s user message is the edit's
-    new version); each record keeps its final status. ``[]`` otherwise.
+    new version); each record keeps its final status. ``[]`` otherwise. ``queued`` gives the
+    handle's own newer version of a record still waiting to be stored (an end whose commit
+    failed): that one is marked where it waits, never overwritten by the older stored one.
     """
     edit = chat.graph.get(attempt.user_id)
     if "edit_of" not in edit.meta:
@@ -271,6 +277,11 @@ async def invalidations(chat: Conversation, attempt: Attempt) -> list[AttemptRec
     now = time.time()
     records: list[AttemptRecord] = []
     for node in invalidated(chat, edit.id):
+        waiting = queued(str(node.attempt_id))
+        if waiting is not None:
+            if waiting.invalidated_by is None:
+                waiting.invalidated_by, waiting.invalidated_at = edit.id, now
+            continue
         try:
             record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
         except AttemptNotFoundError:

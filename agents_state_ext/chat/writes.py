@@ -17,7 +17,9 @@ guard's fence: once another worker has taken the conversation over, every commit
 
 A commit that fails in the store (``StoreError``: a cut connection, a full disk) writes
 nothing and loses nothing: the graph gets its changes back (``restore_changes``), the queue its
-records, the strategy its pending registry, and the handle's next commit stores them all. The
+records, the strategy its pending registry, and the handle's next commit stores them all. A
+failed end is also tried again in the background a few times (every 2 s at most, for 12 s), so an
+attempt does not stay in flight in the store when the handle is never used again. The
 strategy's registry (``ChatStrategy.save``) is stored first in every commit, so no stored node
 names a server conversation the stored registry does not know about.
 
@@ -58,6 +60,7 @@ ENDED = ("complete", "cancelled", "failed", "awaiting_approval")
 """Record statuses an attempt ends a run in: stored even after a lost race (``keep``)."""
 _UNFINISHED = ("queued", "streaming", "awaiting_approval")
 _SETTLE_TRIES = 5  # compare-and-set rounds to store ended attempts against a busy store
+_RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0)  # seconds before each try of an end again
 
 
 async def load_graph(
@@ -107,9 +110,10 @@ def settled(final: Node, stored: Node) -> Node | None:
     if stored.status == "invalid" and stored.meta.get("status_before_invalid") in _UNFINISHED:
         node = Node.from_dict(final.to_dict())
         node.status = "invalid"
-        for key in ("invalidated_by", "status_before_invalid"):
-            if key in stored.meta:
-                node.meta[key] = stored.meta[key]
+        if "invalidated_by" in stored.meta:
+            node.meta["invalidated_by"] = stored.meta["invalidated_by"]
+        if final.status != "invalid":  # the status it ended in, as its record says
+            node.meta["status_before_invalid"] = final.status
         return node
     return None
 
@@ -145,6 +149,7 @@ class Writes:
         self._queue: dict[str, AttemptRecord] = {}
         self._keep: set[str] = set()  # queued attempt ids stored even after a lost race
         self._pending: set[asyncio.Task[None]] = set()
+        self._retrying: asyncio.Task[None] | None = None  # a failed end, tried again
         self._error: BaseException | None = None
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,6 +162,10 @@ class Writes:
         return self._lock
 
     # -- writing -----------------------------------------------------------------------------
+
+    def queued(self, attempt_id: str) -> AttemptRecord | None:
+        """The record of ``attempt_id`` waiting for the next commit, if one is."""
+        return self._queue.get(attempt_id)
 
     def hold(self, record: AttemptRecord, *, keep: bool = False) -> int:
         """Queue ``record`` for the next commit; the generation its node changed in.
@@ -294,10 +303,36 @@ class Writes:
                 attempt.error = conflict
         except Exception as failed:
             # The store failed: the end waits in memory, and the handle's next commit stores
-            # it. Awaiting the attempt says so, unless it failed of its own.
+            # it, or the background tries (the user may never act on this handle again, and
+            # no other handle can tell an abandoned attempt from one in flight). Awaiting the
+            # attempt says so, unless it failed of its own.
             attempt.end_refused = True
             if attempt.error is None:
                 attempt.error = failed
+            self.retry_ended()
+
+    def retry_ended(self) -> None:
+        """Try the ended attempts waiting in memory again in the background, a few times.
+
+        After a failed end; and after a start that failed as unavailable, which the store may
+        have applied though its answer was lost (the try then loses its compare-and-set, and
+        the failed attempt is stored over the stored start, see :meth:`reload`).
+        """
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.get_running_loop().create_task(self._store_ends())
+
+    async def _store_ends(self) -> None:
+        for pause in _RETRY_PAUSES:
+            await asyncio.sleep(pause)
+            if not self._kept():
+                return  # stored meanwhile, by the handle's next action
+            try:
+                await self.commit()
+            except ConcurrentUpdateError:
+                return  # re-read, the ends stored over their stored versions (or fenced out)
+            except Exception:  # the store is still down: try again later
+                continue
+            return
 
     def later(
         self, record: AttemptRecord, status: AttemptStatus, *, error: str | None = None

@@ -12,7 +12,7 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from psycopg import errors, sql
@@ -20,12 +20,16 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
+from ._postgres_outcome import outcome, tracking
 from ._postgres_schema import Conn, migrate
 
-__all__ = ["CallGuard", "guarded", "open_pool", "pooled", "store_error"]
+__all__ = ["CallGuard", "CallKind", "guarded", "open_pool", "pooled", "store_error"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+CallKind = Literal["read", "idempotent", "atomic", "write"]
+"""How a store call may be retried after a lost connection (see :class:`CallGuard`)."""
 
 
 async def open_pool(
@@ -117,8 +121,12 @@ class CallGuard:
     blackholed server acknowledges nothing, so no socket error ever comes) the caller gets
     ``StoreUnavailableError`` at once, and the call is cancelled in the background, where
     psycopg may spend a few more seconds trying to cancel its query. After a lost connection
-    (a server restart kills every pooled one) the pool's idle connections are checked, and a
-    read is tried once more; a write is not (it may have been applied).
+    (a server restart kills every pooled one) the pool's idle connections are checked, and the
+    call is tried once more on a fresh one when that is safe: a read, a write that repeats to
+    the same result (an upsert or a delete by key), or a write in ``atomic`` that the server
+    did not apply (see ``_postgres_outcome``). An ``atomic`` call (it returns ``None``) that
+    the server did apply, though its answer was lost or late past the bound, returns as
+    applied; any other write whose fate is unknown stays ``StoreUnavailableError``.
     """
 
     def __init__(self, deadline: float | None) -> None:
@@ -126,16 +134,24 @@ class CallGuard:
         self.pool: AsyncConnectionPool[Conn] | None = None
         self._background: set[asyncio.Future[Any]] = set()
 
-    async def call(self, work: Callable[[], Awaitable[_T]], *, read: bool) -> _T:
-        try:
-            return await self._bounded(work)
-        except StoreUnavailableError as exc:
-            if not _lost_connection(exc.__cause__):
-                raise
-            await self._bounded(self._check)
-            if not read:
-                raise
-        return await self._bounded(work)
+    async def call(self, work: Callable[[], Awaitable[_T]], *, kind: CallKind) -> _T:
+        for retried in (False, True):
+            async with tracking() as write:
+                try:
+                    return await self._bounded(work)
+                except StoreUnavailableError as exc:
+                    lost = _lost_connection(exc.__cause__)
+                    if lost:
+                        await self._bounded(self._check)
+                    found = "unknown"
+                    if kind in ("atomic", "write") and (lost or write.committing):
+                        found = await outcome(write, self.pool)  # bounded by itself
+                    if found == "applied" and kind == "atomic":
+                        return None  # type: ignore[return-value]  # atomic calls return None
+                    safe = kind in ("read", "idempotent") or found == "not applied"
+                    if retried or not lost or not safe:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _check(self) -> None:
         if self.pool is not None:
@@ -184,19 +200,23 @@ _S = TypeVar("_S", bound=Guarded)
 
 
 def guarded(
-    *, read: bool
+    kind: CallKind,
 ) -> Callable[
     [Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]]],
     Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]],
 ]:
-    """A store method run through the store's :class:`CallGuard` (``read``: retried once)."""
+    """A store method run through the store's :class:`CallGuard`, which retries by ``kind``.
+
+    ``read``; ``idempotent``: a write that repeats to the same result; ``atomic``: a write in
+    ``atomic`` returning ``None``; ``write``: a write in ``atomic`` returning a value.
+    """
 
     def wrap(
         method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]],
     ) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]]:
         @functools.wraps(method)
         async def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-            return await self._guard.call(lambda: method(self, *args, **kwargs), read=read)
+            return await self._guard.call(lambda: method(self, *args, **kwargs), kind=kind)
 
         return call
 

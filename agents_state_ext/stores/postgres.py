@@ -44,6 +44,7 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import ConcurrentUpdateError, StoreError
 from . import _codec
+from ._postgres_outcome import atomic
 from ._postgres_pool import CallGuard, guarded, open_pool, pooled
 from ._postgres_schema import (
     INSERT_CONVERSATION,
@@ -77,7 +78,10 @@ class PostgresStore(StoreBase):
     errors become ``StoreError``, and those that say the server cannot be reached or did not
     answer (a refused or cut connection, a restart, a pool or statement timeout)
     ``StoreUnavailableError``. After a lost connection the pool's idle connections are checked
-    and a read is tried once more, so a worker heals by itself once the server is back.
+    and the call is tried once more where that is safe (a read; an upsert or delete by key; a
+    transaction the server did not apply), so a worker heals by itself once the server is
+    back. A transaction whose ``COMMIT`` was sent when the connection broke is looked up on
+    the server (``txid_status``): applied, it returns as stored.
     ``statement_timeout`` (seconds) bounds each call on this side too: a call with no answer a
     second after it is ``StoreUnavailableError`` (a blackholed server answers nothing, not even
     an error); ``None``: no bound. ``clock`` stamps ``created_at``.
@@ -138,21 +142,21 @@ class PostgresStore(StoreBase):
 
     # -- conversations -----------------------------------------------------------------------
 
-    @guarded(read=False)
+    @guarded("atomic")
     async def create_conversation(
         self, conversation_id: str, *, strategy: str, meta: Mapping[str, Any] | None = None
     ) -> None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(strategy, "strategy")
         encoded = _codec.encode(dict(meta or {}))
-        async with self._connection() as conn:
+        async with self._connection() as conn, atomic(conn):
             cur = await conn.execute(
                 INSERT_CONVERSATION, (conversation_id, strategy, encoded, self._clock())
             )
             if cur.rowcount == 0:
                 raise StoreError(f"conversation {conversation_id!r} already exists")
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn:
@@ -165,16 +169,16 @@ class PostgresStore(StoreBase):
             raise _codec.missing_conversation(conversation_id)
         return ConversationInfo(conversation_id, row[0], _codec.decode(row[1]), float(row[2]))
 
-    @guarded(read=True)
+    @guarded("read")
     async def list_conversations(self) -> list[str]:
         async with self._connection() as conn:
             cur = await conn.execute("SELECT id FROM conversations ORDER BY seq")
             return [row[0] for row in await cur.fetchall()]
 
-    @guarded(read=False)
+    @guarded("atomic")
     async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         _codec.check_id(conversation_id, "conversation id")
-        async with self._connection() as conn, conn.transaction():
+        async with self._connection() as conn, atomic(conn):
             cur = await conn.execute(
                 "SELECT meta FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)
             )
@@ -186,10 +190,10 @@ class PostgresStore(StoreBase):
                 "UPDATE conversations SET meta = %s WHERE id = %s", (merged, conversation_id)
             )
 
-    @guarded(read=False)
+    @guarded("atomic")
     async def delete_conversation(self, conversation_id: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
-        async with self._connection() as conn, conn.transaction():
+        async with self._connection() as conn, atomic(conn):
             # The foreign keys cascade to nodes, attempts, run states and token counts.
             cur = await conn.execute("DELETE FROM conversations WHERE id = %s", (conversation_id,))
             if cur.rowcount == 0:
@@ -198,7 +202,7 @@ class PostgresStore(StoreBase):
 
     # -- nodes and heads ---------------------------------------------------------------------
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_node(self, conversation_id: str, node_id: str) -> Node:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(node_id, "node id")
@@ -213,7 +217,7 @@ class PostgresStore(StoreBase):
                 raise _codec.missing_node(conversation_id, node_id)
         return _codec.decode_nodes([row[0]])[0]
 
-    @guarded(read=True)
+    @guarded("read")
     async def load_graph(self, conversation_id: str) -> ConversationGraph:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, conn.transaction():
@@ -227,7 +231,7 @@ class PostgresStore(StoreBase):
             rows = await cur.fetchall()
         return _codec.graph_of(conversation_id, _codec.decode_nodes(row[0] for row in rows), head)
 
-    @guarded(read=True)
+    @guarded("read")
     async def active_path(
         self, conversation_id: str, leaf_id: str | None = None, *, limit: int | None = None
     ) -> list[Node]:
@@ -247,13 +251,13 @@ class PostgresStore(StoreBase):
                 return []
         return path_nodes(conversation_id, rows, limit)
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_head(self, conversation_id: str) -> str | None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn:
             return await read_head(conn, conversation_id)
 
-    @guarded(read=False)
+    @guarded("atomic")
     async def commit(
         self,
         conversation_id: str,
@@ -273,7 +277,7 @@ class PostgresStore(StoreBase):
             if head is not None:
                 _codec.check_id(head, "node id")
         fenced = _codec.check_fence(fence)
-        async with self._connection() as conn, conn.transaction():
+        async with self._connection() as conn, atomic(conn):
             if fenced is not None:
                 # FOR SHARE: a renewal or takeover of the lease waits for this transaction.
                 key, token = fenced
@@ -313,7 +317,7 @@ class PostgresStore(StoreBase):
 
     # -- attempts ----------------------------------------------------------------------------
 
-    @guarded(read=False)
+    @guarded("idempotent")
     async def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
         _codec.check_id(conversation_id, "conversation id")
         params = attempt_params(conversation_id, attempt_rows([record]))
@@ -323,7 +327,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -340,7 +344,7 @@ class PostgresStore(StoreBase):
                 )
         return _codec.decode_attempt(row[0])
 
-    @guarded(read=True)
+    @guarded("read")
     async def list_attempts(
         self, conversation_id: str, *, message_id: str | None = None
     ) -> list[AttemptRecord]:
@@ -357,7 +361,7 @@ class PostgresStore(StoreBase):
 
     # -- paused runs -------------------------------------------------------------------------
 
-    @guarded(read=False)
+    @guarded("idempotent")
     async def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -370,7 +374,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -386,7 +390,7 @@ class PostgresStore(StoreBase):
         blob: str = row[0]
         return blob
 
-    @guarded(read=False)
+    @guarded("idempotent")
     async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
@@ -400,7 +404,7 @@ class PostgresStore(StoreBase):
 
     # -- ledger (capability) -----------------------------------------------------------------
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_ledger(self, key: str) -> LedgerRecord | None:
         _codec.check_id(key, "ledger key")
         async with self._connection() as conn:
@@ -413,7 +417,7 @@ class PostgresStore(StoreBase):
         held_until = None if row[3] is None else float(row[3])
         return LedgerRecord(row[0], int(row[1]), row[2], held_until)
 
-    @guarded(read=False)
+    @guarded("write")
     async def put_ledger(
         self,
         key: str,
@@ -427,7 +431,7 @@ class PostgresStore(StoreBase):
         _codec.check_blob(blob)
         expected_version = _codec.check_version(expected_version)
         holder, until = _codec.check_hold(holder, held_until)
-        async with self._connection() as conn:
+        async with self._connection() as conn, atomic(conn):
             if expected_version == 0:
                 cur = await conn.execute(INSERT_LEDGER, (key, blob, holder, until))
             else:
@@ -440,7 +444,7 @@ class PostgresStore(StoreBase):
                 raise _codec.ledger_conflict(key, 0 if row is None else row[0], expected_version)
         return expected_version + 1
 
-    @guarded(read=False)
+    @guarded("idempotent")
     async def delete_ledger(self, key: str) -> None:
         _codec.check_id(key, "ledger key")
         async with self._connection() as conn:
@@ -448,7 +452,7 @@ class PostgresStore(StoreBase):
 
     # -- token counts (capability) -----------------------------------------------------------
 
-    @guarded(read=False)
+    @guarded("idempotent")
     async def put_token_counts(
         self, conversation_id: str, encoding: str, counts: Mapping[str, int]
     ) -> None:
@@ -466,7 +470,7 @@ class PostgresStore(StoreBase):
             except errors.ForeignKeyViolation as exc:
                 raise _codec.missing_conversation(conversation_id) from exc
 
-    @guarded(read=True)
+    @guarded("read")
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
     ) -> dict[str, int]:
