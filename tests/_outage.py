@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from soak import outage
-from soak.outage import FaultProxy
+from soak.outage import FaultProxy, free_port
 
-__all__ = ["FaultProxy", "Postgres", "ProxyOutage", "Redis"]
+__all__ = ["FaultProxy", "Postgres", "ProxyOutage", "Redis", "free_port"]
 
 
 class Postgres(outage.Postgres):

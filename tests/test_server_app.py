@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from _asgi_client import ASGIClient, Streamed
 from _backends import BACKENDS, redis_url, unique_name
 from _grammar import message, stream, through
+from _outage import free_port
 from agents import Agent, function_tool, set_tracing_disabled
 
 from agents_state_ext import AttemptRecord, InMemoryStore
@@ -766,12 +766,6 @@ def test_the_command_line_loads_the_server_only_to_serve(tmp_path: Path) -> None
 
 
 # -- serve: two worker processes -------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_serve_starts_two_workers_that_share_one_port(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import httpx
 import pytest
 import uvicorn
 from _backends import POSTGRES_ENV, REDIS_ENV, postgres_url, redis_url, unique_name
+from _outage import free_port
 
 from agents_state_ext.server import ServeSettings, app_from_settings
 from agents_state_ext.testing import Fault, MockServer, Reply
@@ -595,12 +596,6 @@ def schema_url(url: str, schema: str) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
     query.append(("options", f"-csearch_path={schema}"))
     return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Workers:
