@@ -102,6 +102,7 @@ class RunLifecycle:
         acknowledged (``HeldState`` saves the ledger there). If it raises, the request is not
         sent and is rewound; the error ends the run."""
         self._owner: object | None = None
+        self._owner_run: object | None = None
         self._run: _Run | None = None
         self._graph: set[int] | None = None
         self._filter_batch: list[Any] | None = None
@@ -204,12 +205,29 @@ class RunLifecycle:
 
     # -- the SDK's view of a run -------------------------------------------------------------
 
-    def claims(self, owner: object | None) -> bool:
-        """Bind to the first SDK run that calls; other runs (``as_tool`` sub-runs) pass through."""
+    def claims(self, owner: object | None, run: object | None = None) -> bool:
+        """Bind to the first SDK run that calls; its ``as_tool`` sub-runs pass through.
+
+        ``run`` names the run configuration the calling model was made for: a sub-run shares
+        its parent's, so a call from another SDK run under another configuration is a second
+        run on this conversation, refused with :class:`~agents_state_ext.RunInProgressError`
+        before anything is sent.
+        """
         if self._owner is None:
             self._owner = owner
+            self._owner_run = run
             return True
-        return self._owner is owner
+        if self._owner is owner:
+            if self._owner_run is None:
+                self._owner_run = run
+            return True
+        if run is None or self._owner_run is None or run is self._owner_run:
+            return False
+        raise RunInProgressError(
+            "another run of this ConversationState is in flight; two runs at once would both "
+            "advance one server cursor. Await or cancel the first run, or give each concurrent "
+            "conversation its own ConversationState"
+        )
 
     def owns(self, owner: object | None) -> bool:
         """Whether ``owner`` is the SDK run this conversation is bound to right now."""
@@ -224,6 +242,7 @@ class RunLifecycle:
         """The SDK run ``owner`` ended (its models' cleanup hook)."""
         if owner is self._owner:
             self._owner = None
+            self._owner_run = None
             self._filter_batch = None
             self._replaced = []
             if self._run is None:
