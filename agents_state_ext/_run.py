@@ -194,6 +194,18 @@ class RunLifecycle:
         if self._run is not None:
             self._run.input = []
 
+    def rewind(self, ledger: Mapping[str, Any] | None) -> None:
+        """Undo a run whose input was rejected: drop the input, put back ``ledger`` (if any).
+
+        ``ledger`` is :meth:`ServerConversationTracker.to_dict` from before the run began. It
+        works during the run and after its end (a stream's tripwire reaches the app last).
+        """
+        self.drop_input()
+        if ledger is not None:
+            self.tracker = ServerConversationTracker.from_dict(ledger)
+        if self._run is None:
+            self._mark_repairs_reported()
+
     def tool_finished(self, output: Any) -> None:
         """A tool of the run returned ``output`` (an output item): keep it until it is sent."""
         self.tracker.record_output(output)

@@ -21,6 +21,7 @@ from ._compaction import CompactionMode, CompactionResult, compact_state
 from ._filters import tracked_input_filter
 from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from ._model import TrackedModel, TrackedModelProvider
+from ._rejection import reject_when_told
 from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._run import PartialOutput, RunLifecycle, SentRequest
 from ._run_config import as_run_config
@@ -440,11 +441,11 @@ class ConversationState:
             error = _compat.stored_stream_exception(result)
             if not task.cancelled() and task.exception() is not None:
                 error = task.exception()
-            if isinstance(error, InputGuardrailTripwireTriggered):
-                self._restore(snapshot)
             lifecycle.end(result, error)
 
         task.add_done_callback(finished)
+        # Only once the app sees the tripwire is the input rejected (see _rejection).
+        reject_when_told(result, lambda: lifecycle.rewind(snapshot))
         return result
 
     # -- compaction ----------------------------------------------------------------------------
@@ -567,11 +568,8 @@ class ConversationState:
         return self.tracker.to_dict()
 
     def _restore(self, snapshot: dict[str, Any] | None) -> None:
-        if self._lifecycle is None:
-            return
-        self._lifecycle.drop_input()
-        if snapshot is not None:
-            self._lifecycle.tracker = ServerConversationTracker.from_dict(snapshot)
+        if self._lifecycle is not None:
+            self._lifecycle.rewind(snapshot)
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"

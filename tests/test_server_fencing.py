@@ -30,6 +30,7 @@ set_tracing_disabled(True)
 
 STRATEGIES = ("replay", "session", "previous_response", "conversation")
 TTL = 300.0  # the background renewal (every ttl / 3 of real time) never runs in a test
+STOP_TIMEOUT = 1.0  # seconds of real time a stop on B waits (half of it asking a lapsed A)
 WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
 
 
@@ -54,24 +55,31 @@ class Gate:
 
 
 class Workers:
-    """Two workers (apps) on one store, their leases on one clock the test moves."""
+    """Two workers (apps) on one store, their leases on one clock the test moves.
+
+    A lapse here stands for A's event loop stalled past its lease: by default A hears no stop
+    (each worker has its own bus), so B, after asking for ``STOP_TIMEOUT / 2``, takes over.
+    ``shared_bus``: a stop asked on B reaches A's watch (A is alive and answers).
+    """
 
     def __init__(
         self,
         store: ConversationStore,
         mock: MockResponsesAPI,
         leases: type[LeaseManager] = LeaseManager,
+        shared_bus: bool = False,
     ) -> None:
         self.store = store
         self.now = 1_000.0
         agent = Agent(name="assistant", model=mock.model(), tools=[get_weather])
-        bus = LocalStopBus()  # one process: a stop asked on B reaches A's watch
+        shared = LocalStopBus()
         self.apps = [
             create_app(
                 store=store,
                 agent=agent,
-                stop_bus=bus,
+                stop_bus=shared if shared_bus else LocalStopBus(),
                 leases=kind(store, worker_id=name, ttl=TTL, clock=self.clock),
+                stop_timeout=STOP_TIMEOUT,
                 chat_options={"counter": FixedTokenCounter()},
             )
             for name, kind in (("worker-a", LeaseManager), ("worker-b", leases))
@@ -319,7 +327,7 @@ async def test_a_stop_that_finds_the_lapsed_holder_alive_again_asks_it_to_stop(
 ) -> None:
     """B sees no live holder, but A renews before B can take the lease: B must not answer
     with the attempt as it stood (still running); it asks A, and answers what A stored."""
-    pair = workers(InMemoryStore(), leases=SeesALapse)
+    pair = workers(InMemoryStore(), leases=SeesALapse, shared_bus=True)
     cid = await create(pair.a, "previous_response")
     gate = Gate(HELD_AT if streamed else 0)
     mock.frame_hook = gate

@@ -85,6 +85,15 @@ __all__ = ["serve"]
     envvar="AGENTS_STATE_EXT_LEASE_TTL",
     help="Seconds before a dead worker's hold on a conversation lapses.",
 )
+@click.option(
+    "--worker-timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    envvar="AGENTS_STATE_EXT_WORKER_TIMEOUT",
+    help="Seconds a worker may take to answer uvicorn's health check (its start-up, which "
+    "imports the SDK, included) before it is replaced.",
+)
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     host: str,
@@ -100,6 +109,7 @@ def serve(
     agent_spec: str | None,
     strategy: str,
     lease_ttl: float,
+    worker_timeout: float,
     log_level: str,
 ) -> None:
     """Serve the chat API over HTTP: create, send, stop, retry, edit, switch, ...
@@ -147,7 +157,7 @@ def serve(
     with _shared_mock(settings) as url:
         if url is not None:
             settings = settings.replace(mock_url=url)
-        _run(settings, log_level)
+        _run(settings, log_level, worker_timeout)
 
 
 def _preflight(settings: ServeSettings) -> None:
@@ -201,8 +211,12 @@ def _shared_mock(settings: ServeSettings) -> Iterator[str | None]:
             process.kill()
 
 
-def _run(settings: ServeSettings, log_level: str) -> None:
+def _run(settings: ServeSettings, log_level: str, worker_timeout: float) -> None:
+    import inspect
+
     import uvicorn
+
+    from ..server import readiness
 
     os.environ.update(settings.to_env())
     where = "OpenAI API" if settings.model_source == "openai" else "offline mock"
@@ -214,12 +228,27 @@ def _run(settings: ServeSettings, log_level: str) -> None:
         f"worker(s) · model: {where} · {auth}",
         err=True,
     )
-    uvicorn.run(
-        "agents_state_ext.server.app:app_from_env",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_level=log_level,
-        timeout_graceful_shutdown=5,
-    )
+    options: dict[str, object] = {}
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:
+        # uvicorn's 5 s default kills a worker still importing the SDK on a loaded machine.
+        options["timeout_worker_healthcheck"] = max(1, round(worker_timeout))
+
+    def ready(worker_ids: list[str]) -> None:
+        click.echo(
+            f"agents-state-ext serve: ready, {len(worker_ids)} worker(s) serving "
+            f"({', '.join(worker_ids)})",
+            err=True,
+        )
+
+    with readiness.watch(settings.workers, ready) as env:
+        os.environ.update(env)
+        uvicorn.run(
+            "agents_state_ext.server.app:app_from_env",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=log_level,
+            timeout_graceful_shutdown=5,
+            **options,  # type: ignore[arg-type]
+        )

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from ..chat import STRATEGIES
 from ..stores import ConversationStore
+from . import readiness
 from .auth import Identify, TokenAuth
 from .body import BODY_TIMEOUT, MAX_BODY
 from .config import ServeSettings
@@ -247,9 +248,11 @@ def app_from_settings(settings: ServeSettings) -> Starlette:
                 _redacted(settings.store),
                 resources.model_source,
             )
+            readiness.announce(server.worker_id)
             try:
                 yield
             finally:
+                readiness.withdraw()
                 await server.aclose()
                 holder.clear()
 

@@ -91,7 +91,8 @@ class Driver:
 
     Each method takes ``open_chat(conversation_id)``: how the caller opens the conversation
     (with the agent that answers it, if any). ``stop_timeout`` bounds how long a stop waits
-    for another worker to stop its attempt.
+    for another worker to stop its attempt; for half of it, a stop asks a worker whose lease
+    lapsed before closing its attempt as interrupted.
     """
 
     def __init__(
@@ -107,6 +108,8 @@ class Driver:
         self.leases = leases
         self.stops = stops
         self.stop_timeout = stop_timeout
+        self.takeover_grace = stop_timeout / 2
+        """How long a stop asks the worker whose lease lapsed before taking the attempt over."""
         self._poll = poll
         self.runs: dict[str, Run] = {}
         """The attempts this worker streams now, by conversation id."""
@@ -293,18 +296,25 @@ class Driver:
     async def _stop_elsewhere(self, conversation_id: str, target: AttemptRecord) -> AttemptRecord:
         deadline = time.monotonic() + self.stop_timeout
         asked_at = -1.0
+        free_since: float | None = None
         while True:
             record = await self.store.get_attempt(conversation_id, target.attempt_id)
             if record.status not in IN_FLIGHT:
                 return record
             holder = await self.leases.holder(conversation_id)
-            if holder is None:
-                recovered = await self._recover(conversation_id, target)
-                if recovered is not None:
-                    return recovered
-                continue  # its worker renewed the lapsed lease meanwhile: it is alive, ask it
             now = time.monotonic()
-            if now >= deadline:
+            if holder is None:
+                # A lapsed lease may belong to a worker that is alive but was stalled (a cold
+                # start): it would honour the stop and keep the text it streamed, which a
+                # takeover would lose. So ask first; take over once nobody answers in time.
+                free_since = now if free_since is None else free_since
+                if now - free_since >= self.takeover_grace or now >= deadline:
+                    recovered = await self._recover(conversation_id, target)
+                    if recovered is not None:
+                        return recovered
+                    free_since = None
+                    continue  # its worker renewed the lapsed lease meanwhile: it is alive
+            elif now >= deadline:
                 raise HTTPError(
                     504,
                     "StopTimeout",
