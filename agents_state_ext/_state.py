@@ -334,6 +334,8 @@ class ConversationState:
         if self._lifecycle is None:  # the app sends the history: it must not need the server
             carry_reasoning(kwargs["run_config"], list(walk_agents(agent)))
         bound, graph = self._bind_graph(agent, kwargs["run_config"].model_provider)
+        if isinstance(input, RunState) and bound is not agent:
+            graph |= _refresh_paused_agent(input, agent, bound)
         return bound, graph, kwargs
 
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -573,6 +575,27 @@ class ConversationState:
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
+
+
+def _refresh_paused_agent(
+    run_state: RunState[Any], agent: Agent[Any], bound: Agent[Any]
+) -> set[int]:
+    """Give the agent a RunState resumes with the app's agent as it is now; its id, if changed.
+
+    A run of a bound graph pauses holding a copy made for it, and the SDK resumes with that
+    copy (whose identity the RunState's approvals refer to). Tools, hooks, guardrails or
+    ``tool_use_behavior`` set on the app's agent since then are copied onto it, with the model
+    and handoffs bound for this run, so the resumed run uses them as the SDK alone would.
+    """
+    paused = _compat.run_state_agent(run_state)
+    if paused is None or any(paused is original for original in walk_agents(agent)):
+        return set()
+    fresh = next((a for a in walk_agents(bound) if a.name == paused.name), None)
+    if fresh is None or fresh is paused:
+        return set()
+    for field in dataclasses.fields(fresh):
+        setattr(paused, field.name, getattr(fresh, field.name))
+    return {id(paused)}
 
 
 def _skip_held_items(user_callback: Any) -> Any:
