@@ -23,7 +23,13 @@ from . import _compat
 from ._items import item_to_dict
 from ._reconcile import reconcile_conversation
 from ._repairs import ToolCallRepair
-from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
+from ._run_state_json import (
+    newest_response_id,
+    processed_ids,
+    run_state_data,
+    tool_outputs,
+    uncommitted_calls,
+)
 from ._tracing import repair_span
 from ._tracker import ServerConversationTracker
 from .errors import (
@@ -78,6 +84,8 @@ class _Run:
     """A request of this run failed after the server may have accepted it."""
     calls: int = 0
     """Model calls this run has made (sent or answered from the ledger)."""
+    uncommitted: frozenset[str] = frozenset()
+    """For a resumed RunState: the call ids of tools it ran without committing an output."""
 
 
 class RunLifecycle:
@@ -108,7 +116,7 @@ class RunLifecycle:
         self._filter_batch: list[Any] | None = None
         self._replaced: list[Any] = []
         self._call: RequestCall | None = None
-        self._resumed: tuple[RunState[Any], set[str]] | None = None
+        self._resumed: tuple[RunState[Any], set[str], frozenset[str]] | None = None
         self._reported: ToolCallRepair | None = None  # the newest repair already traced
         self._mark_repairs_reported()
 
@@ -138,8 +146,12 @@ class RunLifecycle:
         self.ensure_idle()
         known, self._resumed = self._resumed, None
         if isinstance(input, RunState):
-            ids = known[1] if known is not None and known[0] is input else None
-            self._run = _Run(input=[], resumed=ids if ids is not None else processed_ids(input))
+            if known is not None and known[0] is input:
+                ids, uncommitted = known[1], known[2]
+            else:
+                data = run_state_data(input)
+                ids, uncommitted = processed_ids(data), frozenset(uncommitted_calls(data))
+            self._run = _Run(input=[], resumed=ids, uncommitted=uncommitted)
         else:
             self._run = _Run(input=_input_items(input))
             # A new turn goes on after the newest response the server holds: no run of this
@@ -300,8 +312,14 @@ class RunLifecycle:
         run.unheard = False
         if undelivered is None:
             return None
-        ids = {i for i in (item_to_dict(o).get("id") for o in undelivered["output"]) if i}
+        output = [item_to_dict(o) for o in undelivered["output"]]
+        ids = {i for i in (item.get("id") for item in output) if i}
         resumed_without = run.resumed is not None and first and ids and not ids & run.resumed
+        if resumed_without and any(item.get("call_id") in run.uncommitted for item in output):
+            # The run was cancelled inside a tool of that response: the SDK refuses to run the
+            # call again, so the response is not handed back; the server holds the call open
+            # and the next request closes it as interrupted (a repair), then the run goes on.
+            return None
         if unheard or resumed_without:
             run.sent = True
             return undelivered
@@ -406,7 +424,7 @@ class RunLifecycle:
                     "conversation (restore both with ConversationState.loads)"
                 )
         self.harvest(data)
-        self._resumed = (run_state, processed_ids(data))
+        self._resumed = (run_state, processed_ids(data), frozenset(uncommitted_calls(data)))
 
 
 class RequestCall:
