@@ -11,6 +11,8 @@ model use it through these public methods only.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -151,7 +153,12 @@ class RunLifecycle:
             else:
                 data = run_state_data(input)
                 ids, uncommitted = processed_ids(data), frozenset(uncommitted_calls(data))
-            self._run = _Run(input=[], resumed=ids, uncommitted=uncommitted)
+            staged = _staged_input(input)
+            # The RunState sends its staged input itself: the ledger's copy of a failed
+            # request's input is not sent beside it. Like a new turn's input, it is held if no
+            # request of the run carries it, so a new turn in its place still sends it.
+            self._run = _Run(input=staged, resumed=ids, uncommitted=uncommitted)
+            self.tracker.expect_copies(staged)
         else:
             self._run = _Run(input=_input_items(input))
             # A new turn goes on after the newest response the server holds: no run of this
@@ -338,20 +345,22 @@ class RunLifecycle:
         kept = {id(item) for item in returned}
         offered_ids = {id(item) for item in offered}
         self._filter_batch = list(returned)
-        stand_ins: dict[Any, int] = {}
-        for item in returned:
-            if id(item) not in offered_ids:
-                key = _slot(item)
-                stand_ins[key] = stand_ins.get(key, 0) + 1
+        left = [item for item in offered if id(item) not in kept]
         replaced = []
-        for item in offered:
-            if id(item) in kept:
+        for item in returned:
+            if id(item) in offered_ids:
                 continue
             key = _slot(item)
-            if stand_ins.get(key, 0) > 0:
-                stand_ins[key] -= 1
-                replaced.append(item)
+            candidates = [index for index, other in enumerate(left) if _slot(other) == key]
+            if not candidates:
+                continue
+            if len(candidates) > 1:
+                # Of several left-out items of its kind, a copy stands for the one it resembles
+                # most (the first on a tie): the others were dropped and stay pending.
+                candidates.sort(key=lambda index: -_likeness(left[index], item))
+            replaced.append(left.pop(candidates[0]))
         self._replaced = replaced
+        self.tracker.left_out(offered, left)
 
     def to_send(self, items: list[Any]) -> tuple[list[Any], list[Any]]:
         """The list to send for the model's ``items``, and the offered items it replaced."""
@@ -587,6 +596,24 @@ def _input_items(input: Any) -> list[Any]:
     if isinstance(input, list):
         return list(input)
     return []
+
+
+def _staged_input(run_state: RunState[Any]) -> list[Any]:
+    """The input staged on ``run_state`` for its next model call (``RunState.add_input``).
+
+    The public ``pending_input`` exists from openai-agents 0.24; before it nothing is staged.
+    """
+    staged = getattr(run_state, "pending_input", None)
+    return list(staged) if isinstance(staged, list) else []
+
+
+def _likeness(original: Any, copy: Any) -> float:
+    """How much a filter's ``copy`` resembles ``original`` (0..1), case aside."""
+    first, second = (
+        json.dumps(item_to_dict(i), sort_keys=True, default=str).casefold()
+        for i in (original, copy)
+    )
+    return difflib.SequenceMatcher(None, first, second).ratio()
 
 
 def _slot(item: Any) -> tuple[Any, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +103,12 @@ class ServerConversationTracker:
         # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
         # copies of the run's initial input again on later turns when a filter rewrote it.
         self._consumed: set[str] = set()
+        # Digests of id-less input a call_model_input_filter left out of a request of this run:
+        # offered again before an item that request carried, it was still never sent.
+        self._left_out: set[str] = set()
+        # Digests of the id-less input a resumed RunState sends itself (its pending input) in
+        # this run: a held copy of one is that same occurrence (see expect_copies).
+        self._expected: Counter[str] = Counter()
         # The newest acknowledgements, so a resume can step back over a response the SDK
         # never processed (e.g. a stream cancelled right after response.completed).
         self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
@@ -250,6 +256,20 @@ class ServerConversationTracker:
         caller's own item objects; nothing is copied.
         """
         incoming = list(items)
+        read, unsent = self._lacking(incoming)
+        result: list[Any] = []
+        result_facts: list[Facts] = []
+        if self._pending:
+            result = self._waiting(self._pending, incoming, [f[0] for f in read])
+            # What _close_calls reads of each item of the result (the pending ones read afresh).
+            result_facts = [facts(item) for item in result]
+        for index in unsent:
+            result.append(incoming[index])
+            result_facts.append(read[index])
+        return self._close_calls(result, result_facts)
+
+    def _lacking(self, incoming: list[Any]) -> tuple[list[Facts], list[int]]:
+        """:func:`facts` of each item, and the indexes of those the server lacks."""
         # Read once, in one pass: this runs before every request.
         read: list[Facts] = []
         acked: list[bool] = []
@@ -261,22 +281,21 @@ class ServerConversationTracker:
             acked.append(flag)
             if flag:
                 last_acked = index
-        result: list[Any] = []
-        result_facts: list[Facts] = []
-        if self._pending:
-            result = self._waiting(self._pending, incoming, [f[0] for f in read])
-            # What _close_calls reads of each item of the result (the pending ones read afresh).
-            result_facts = [facts(item) for item in result]
+        unsent: list[int] = []
         for index, item in enumerate(incoming):
             if acked[index]:
                 continue
             found = read[index]
-            if index < last_acked and found[0].item_id is None and found[0].output_call_id is None:
+            if (
+                index < last_acked
+                and found[0].item_id is None
+                and found[0].output_call_id is None
+                and not (self._left_out and _digest(item) in self._left_out)
+            ):
                 # Sent before an item the server acknowledged existed: it is in the chain.
                 continue
-            result.append(item)
-            result_facts.append(found)
-        return self._close_calls(result, result_facts)
+            unsent.append(index)
+        return read, unsent
 
     def _close_calls(self, batch: list[Any], read: list[Facts]) -> list[Any]:
         """``batch`` with every call it leaves without an output answered exactly once.
@@ -347,16 +366,75 @@ class ServerConversationTracker:
         )
         return item
 
-    @staticmethod
     def _waiting(
-        held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
+        self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
     ) -> list[Any]:
-        """The items of ``held`` that ``batch`` does not carry (by identity or stable key)."""
+        """The items of ``held`` that ``batch`` does not carry.
+
+        Carried: the same object, a copy with the same stable key, or (see
+        :meth:`expect_copies`) a copy with the same content of the resumed RunState's own input.
+        """
         if not held:
             return []
         carried = {id(item) for item in batch}
         stable = {_stable_key(k) for k in (keys or map(_keys, batch))} - {None}
-        return [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
+        waiting = [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
+        if self._expected and waiting:
+            return self._without_copies(waiting, batch)
+        return waiting
+
+    def _without_copies(self, held: list[Any], batch: list[Any]) -> list[Any]:
+        """``held`` less one copy per expected item of ``batch`` (matched by content)."""
+        offered: Counter[str] = Counter()
+        for item in batch:
+            if _stable_key(_keys(item)) is None:
+                found = _digest(item)
+                if found in self._expected:
+                    offered[found] += 1
+        if not offered:
+            return held
+        budget = offered & self._expected
+        waiting = []
+        for item in held:
+            if _stable_key(_keys(item)) is None:
+                found = _digest(item)
+                if budget[found] > 0:
+                    budget[found] -= 1
+                    continue
+            waiting.append(item)
+        return waiting
+
+    def left_out(self, offered: Sequence[Any], items: Iterable[Any]) -> None:
+        """A ``call_model_input_filter`` left ``items`` of ``offered`` out of the next request.
+
+        Of them, what the server lacks was never sent: offered again later in this run in front
+        of an item that request carried, an id-less one is not taken for "sent before an
+        acknowledged item". Until it is sent, or :meth:`end_run`.
+        """
+        wanted = {id(item) for item in items}
+        if not wanted:
+            return
+        incoming = list(offered)
+        for index in self._lacking(incoming)[1]:
+            item = incoming[index]
+            if id(item) in wanted and _stable_key(_keys(item)) is None:
+                self._left_out.add(_digest(item))
+
+    def expect_copies(self, items: Iterable[Any]) -> None:
+        """The run now starting sends ``items`` itself: a resumed RunState's pending input.
+
+        The SDK keeps input staged on a RunState (``RunState.add_input``) pending until a
+        request carrying it succeeds, and sends it from the RunState again after a failure,
+        as a new object (a restored RunState rebuilds them all). The ledger holds its own copy
+        of that failed request's input; a held item with no server id or call id whose content
+        equals one of ``items`` is that same occurrence, so it is not put in front of the run's
+        copy and leaves the held lists when that copy is sent (one held copy per item). The
+        RunState stays the owner of its input: the SDK records it as the run's once accepted.
+        Until :meth:`end_run`; a new call replaces the expectation.
+        """
+        self._expected = Counter(
+            _digest(item) for item in items if _stable_key(_keys(item)) is None
+        )
 
     # -- request lifecycle -------------------------------------------------------------------
 
@@ -374,6 +452,9 @@ class ServerConversationTracker:
         elif self._in_flight is not None:
             self.rewind()
         batch = list(items)
+        if self._left_out:
+            for item in batch:
+                self._left_out.discard(_digest(item))
         if self._closing:
             for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
                 del self._closing[call_id]
@@ -526,6 +607,8 @@ class ServerConversationTracker:
         """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
         self._acked_objects.clear()
         self._consumed.clear()
+        self._expected.clear()
+        self._left_out.clear()
 
     def rollback_to(self, previous_response_id: str | None) -> bool:
         """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.

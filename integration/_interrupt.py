@@ -22,6 +22,7 @@ from agents_state_ext import ConversationState
 from agents_state_ext.testing import Fault, MockResponsesAPI, RecordedRequest
 
 __all__ = [
+    "STAGED",
     "STREAM_STARTED",
     "TURN_START",
     "WAYS",
@@ -41,6 +42,9 @@ TURN_START = "about to send a model request"
 
 STREAM_STARTED = "streamed run started, before its task runs"
 """The point right after ``run_streamed()`` returned, in the app's task: nothing sent yet."""
+
+STAGED = "paused, a late user message staged on the approved RunState"
+"""The point after the app staged a late message on a paused run, before resuming it."""
 
 LANDING_SECONDS = 2.0
 """How long a point waits for a cancellation it triggered to arrive before giving up."""
@@ -162,6 +166,12 @@ class Held:
     """The SDK refused to resume the run (see ``_continue.SDK_REFUSALS``)."""
     notes: list[str] = field(default_factory=list)
     """Where the harness missed: a point never reached, a fault never used."""
+    late: str | None = None
+    """The late user message staged on the paused RunState, once staged."""
+    staged: RunState[Any] | None = None
+    """That RunState (approved, the message staged) until the resumed run hands a result."""
+    given: bool = False
+    """A run was started on the staged RunState: the library holds the late message."""
 
     @property
     def resumable(self) -> bool:
@@ -169,11 +179,16 @@ class Held:
         return self.result is not None and not self.finished
 
     def run_state(self) -> RunState[Any]:
-        """A RunState of the newest result, to resume."""
+        """A RunState of the newest result (or the staged one it was resumed from), to resume."""
+        if self.staged is not None:
+            return self.staged
         return self.result.to_state()  # type: ignore[no-any-return]
 
     def dumpable(self) -> Any:
-        """What ``state.dumps`` gets: the newest result, else the turn before."""
+        """What ``state.dumps`` gets: the newest result (or staged RunState), else the turn
+        before."""
+        if self.staged is not None:
+            return self.staged
         return self.result if self.result is not None else self.previous
 
 
@@ -185,30 +200,39 @@ async def drive(
     *,
     streamed: bool,
     probe: Probe | None = None,
+    late: str | None = None,
     **kwargs: Any,
 ) -> None:
     """Run until the script's final answer, approving every pause, unless interrupted.
 
     A streamed run is a point (``probe``) as soon as ``run_streamed`` returns: the app may
-    cancel it, checkpoint it or die before its task has run at all.
+    cancel it, checkpoint it or die before its task has run at all. With ``late``, the first
+    pause also stages that user message on the approved RunState (a point, :data:`STAGED`).
     """
     while True:
+        if held.staged is not None and input is held.staged:
+            held.given = True
         if streamed:
             result: Any = state.run_streamed(agent, input, **kwargs)
-            held.result = result
+            held.result, held.staged = result, None
             if probe is not None:
                 await probe.reached(STREAM_STARTED)
             async for _ in result.stream_events():
                 pass
         else:
             result = await state.run(agent, input, **kwargs)
-            held.result = result
+            held.result, held.staged = result, None
         if held.stopped or not result.interruptions:
             held.finished = not result.interruptions and result.final_output is not None
             return
         input = result.to_state()
         for item in result.interruptions:
             input.approve(item)
+        if late is not None and held.late is None:
+            input.add_input(late)
+            held.late, held.staged = late, input
+            if probe is not None:
+                await probe.reached(STAGED)
 
 
 @dataclass

@@ -12,12 +12,15 @@ import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from agents import RunState
 
 from agents_state_ext.testing import MockResponsesAPI
 
 from ._continue import CellSkipped, Continuation
-from ._interrupt import TURN_START, Held, Point, Way, response_requests
-from ._scripts import Script, answer
+from ._interrupt import STAGED, TURN_START, Held, Point, Way, response_requests
+from ._scripts import Script, answer, user_tag
 from ._soundness import (
     Problem,
     UnsoundTranscript,
@@ -61,6 +64,14 @@ class Cell:
             )
         if self.way.name == "checkpoint" and not self.continuation.loads:
             return "a checkpoint is restored into a fresh state; same-process runs are other ways"
+        if self.script.late_input and not hasattr(RunState, "add_input"):
+            return "RunState.add_input, which stages the late message, is new in openai-agents 0.24"
+        if self.script.late_input and not FULL and not _late_cell(self.way, self.continuation):
+            return (
+                "at the CI size the late-input script plays its checkpoint cells: a failed "
+                "request or a checkpoint, then resume or loads() and resume, and a checkpoint or "
+                "a task cancel then a new turn (STATE_EXT_MATRIX_FULL=1 plays every cell)"
+            )
         if self.continuation.resume and not self.streamed and not self.script.pauses:
             return (
                 "a plain run cut short returns no result, so the app holds no RunState to resume "
@@ -80,6 +91,8 @@ class Cell:
             run_kwargs=script.run_kwargs(),
         )
         n = next(_SEQUENCE)
+        if script.late_input:
+            talk.late = f"l-{n}"
         return talk, (f"w-{n}", f"x-{n}", f"f-{n}")
 
 
@@ -110,12 +123,24 @@ async def _uninterrupted_points(mock: MockResponsesAPI, cell: Cell) -> list[Poin
     await talk.interrupted(script_input, held, None, Point("uninterrupted"))
     if not held.finished:
         raise AssertionError(f"{cell.name}: the uninterrupted script did not finish")
+    labels = talk.probe.labels
     if cell.way.fault is None:
-        points = [Point(label, probe=i) for i, label in enumerate(talk.probe.labels)]
+        points = [Point(label, probe=i) for i, label in enumerate(labels)]
         if cell.way.per_turn:
             points = [p for p in points if p.label.endswith(TURN_START)]
-        return points
-    return list(_request_points(cell, [r.events for r in response_requests(mock)[first:]]))
+    else:
+        points = list(_request_points(cell, [r.events for r in response_requests(mock)[first:]]))
+    if cell.script.late_input and not FULL:
+        # Before the message is staged the run is the approval script's, whose cells cover it.
+        staged = labels.index(STAGED)
+        sent = sum(1 for label in labels[:staged] if label.endswith(TURN_START))
+        points = [
+            p
+            for p in points
+            if (p.probe is not None and p.probe >= staged)
+            or (p.request is not None and p.request >= sent)
+        ]
+    return points
 
 
 def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
@@ -134,7 +159,24 @@ def _request_points(cell: Cell, events: list[list[str]]) -> Iterator[Point]:
 
 
 FULL = os.environ.get("STATE_EXT_MATRIX_FULL") == "1"
-"""Every frame of every answer for the mid-stream ways (else a sample, see ``_sampled``)."""
+"""Every frame of every answer for the mid-stream ways (else a sample, see ``_sampled``), and
+every cell of the late-input script (else its checkpoint cells, see ``_late_cell``)."""
+
+_LATE_FAULTS = ("status_500", "drop", "response_failed", "status_500_commit", "drop_commit")
+
+
+def _late_cell(way: Way, continuation: Continuation) -> bool:
+    """Whether a cell of the late-input script is played at the CI size.
+
+    Its checkpoint cells (issue 29 item 4): a request carrying the staged message fails, or
+    the app checkpoints, then the RunState is resumed in the same process or through
+    ``loads()``. And a checkpoint or a task cancel then a new turn, where the staged message
+    must still go out once (the ledger holds what the run never sent).
+    """
+    if continuation.resume:
+        return way.name in _LATE_FAULTS or way.name == "checkpoint"
+    return not continuation.store and way.name in ("checkpoint", "task_cancel")
+
 
 _TEXT_DELTA = "response.output_text.delta"
 
@@ -194,7 +236,33 @@ async def _judge(
         outcome.problems.append(Problem("follow-up answered", repr(final.final_output)))
     try:
         items = talk.transcript(final)
-        assert_transcript_sound(cell.name, items, tags, mock.requests, talk.probe.finished_calls)
+        users = _users(cell, held, tags, mock)
+        assert_transcript_sound(cell.name, items, users, mock.requests, talk.probe.finished_calls)
     except UnsoundTranscript as unsound:
         outcome.problems += unsound.problems
     return outcome
+
+
+def _users(cell: Cell, held: Held, tags: tuple[str, str, str], mock: MockResponsesAPI) -> list[str]:
+    """The user messages the conversation must hold, in order: the late one if it counts."""
+    warm, script_input, follow_up = tags
+    late = held.late if held.late is not None and _late_counts(cell, held, mock) else None
+    return [warm, script_input, *([late] if late else []), follow_up]
+
+
+def _late_counts(cell: Cell, held: Held, mock: MockResponsesAPI) -> bool:
+    """Whether a staged late message reached the library, so it must reach the server once.
+
+    It did when a run was started on the RunState holding it, or when the app resumes that
+    RunState (from its checkpoint too); not when the app left it before running it. A store
+    holds the ledger as saved at requests: after a crash, only a message some request carried.
+    """
+    if cell.continuation.store and held.crashed:
+        return any(held.late in _user_tags(r.json) for r in response_requests(mock))
+    return held.given or cell.continuation.resume
+
+
+def _user_tags(body: Any) -> list[str]:
+    raw = body.get("input") if isinstance(body, dict) else None
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+    return [user_tag(i) for i in items if isinstance(i, dict) and i.get("role") == "user"]

@@ -2,9 +2,9 @@
 
 The model's answer follows from the server-side context alone, so a turn that is asked again
 after an interruption repeats exactly (same call ids, same text). User texts are tags that are
-distinct per run (``w-3`` warm-up, ``x-3`` the scripted input, ``f-3`` the follow-up); only an
-``x-`` turn plays the script's tool round, every other turn is answered ``answer to <tag>``, so
-each answer names the turn it belongs to.
+distinct per run (``w-3`` warm-up, ``x-3`` the scripted input, ``l-3`` a message staged on its
+paused RunState, ``f-3`` the follow-up); only an ``x-`` turn plays the script's tool round, every
+other turn is answered ``answer to <tag>``, so each answer names the turn it belongs to.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class Script:
     """A ``call_model_input_filter`` that returns new item dicts (user text upper-cased)."""
     reasoning: bool = False
     """Every answer of its turns comes as a reasoning model's: a reasoning item first."""
+    late_input: bool = False
+    """At its pause the app also stages a late user message on the RunState
+    (``RunState.add_input``): the run answers that message (``l-N``) once resumed."""
 
     def responder(self, context: ResponseContext) -> Reply:
         """The model: the script's tool round for an ``x-`` turn, else the turn's answer."""
@@ -198,6 +201,14 @@ SCRIPTS: dict[str, Script] = {
         Script("filter", calls=(("lookup", {"city": "Oslo"}),), filtered=True),
         # [reasoning, call], then [reasoning, message]: a reasoning model's tool round.
         Script("reasoning", calls=(("lookup", {"city": "Lima"}),), reasoning=True),
+        # The approval pause with a late user message staged on the RunState: after it the
+        # approved tool's output and that message are pending together (issue 29 item 4).
+        Script(
+            "late_input",
+            calls=(("delete_file", {"path": "/tmp/{tag}"}),),
+            pauses=True,
+            late_input=True,
+        ),
     )
 }
 """Every scripted run, by name."""

@@ -27,7 +27,7 @@ __all__ = [
     "transcript_problems",
 ]
 
-_IDS = re.compile(r"\b(?:call|resp|fco|fc|msg|conv)_[\w.-]+|\b[wxf]-\d[\w.-]*")
+_IDS = re.compile(r"\b(?:call|resp|fco|fc|msg|conv)_[\w.-]+|\b[wxlf]-\d[\w.-]*")
 
 
 @dataclass(frozen=True)

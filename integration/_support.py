@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agents import Agent
+from agents import Agent, Runner
 from agents.result import RunResultBase
 
 from agents_state_ext import ConversationState
@@ -21,6 +21,16 @@ async def run_turn(
     if not streamed:
         return await state.run(agent, input, **kwargs)
     result = state.run_streamed(agent, input, **kwargs)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+async def runner_turn(agent: Agent[Any], input: Any, *, streamed: bool, **kwargs: Any) -> Any:
+    """One run through ``Runner`` itself (the SDK alone, or with ``state.run_config()``)."""
+    if not streamed:
+        return await Runner.run(agent, input, **kwargs)
+    result = Runner.run_streamed(agent, input, **kwargs)
     async for _ in result.stream_events():
         pass
     return result

@@ -79,6 +79,8 @@ class Talk:
     ledgers: InMemoryStore | None = None
     worker: HeldState | None = None
     clock: Clock = field(default_factory=Clock)
+    late: str | None = None
+    """The late user message the app stages at the scripted run's pause, if any."""
 
     @classmethod
     def open(
@@ -112,7 +114,14 @@ class Talk:
     async def drive(self, state: ConversationState, input: Any, held: Held) -> None:
         """Run ``input`` on ``state`` to its final answer (see :func:`~._interrupt.drive`)."""
         await drive(
-            state, self.agent, input, held, streamed=self.streamed, probe=self.probe, **self.kwargs
+            state,
+            self.agent,
+            input,
+            held,
+            streamed=self.streamed,
+            probe=self.probe,
+            late=self.late,
+            **self.kwargs,
         )
 
     async def hold(self) -> None:

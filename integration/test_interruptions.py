@@ -1,5 +1,6 @@
 """The interruption matrix: every point of seven scripted runs, every way a run can end early,
-every way to go on, under both server strategies, streamed and not.
+every way to go on, under both server strategies, streamed and not; and the checkpoint cells of
+an approval pause with a late user message staged on its RunState (issue 29 item 4).
 
 One test per (script, strategy, streamed, way, continuation) loops over the script's points
 (enumerated from an uninterrupted run) and reports every failing point at once, grouped by

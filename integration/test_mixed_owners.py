@@ -19,7 +19,7 @@ from agents.exceptions import UserError
 from agents_state_ext import ConversationState, MixedStateOwnerError, validate_run_settings
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
-from ._support import STREAMED, run_turn, wire
+from ._support import STREAMED, run_turn, runner_turn, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -233,4 +233,32 @@ async def test_output_guardrails_anywhere_in_the_graph_are_rejected_under_server
                 pass
         else:
             await Runner.run(state.bind(agent), "hi", run_config=state.run_config())
+    assert mock.requests == []
+
+
+@STREAMED
+@pytest.mark.parametrize("refusal", ["mixed_owner", "filter_shape"])
+async def test_an_sdk_apps_except_user_error_around_runner_catches_the_refusals(
+    mock: MockResponsesAPI, streamed: bool, refusal: str
+) -> None:
+    """``Runner`` with ``state.run_config()``: what the library refuses inside the SDK's run is
+    a ``UserError`` there, as the SDK's own refusals of the same kind are."""
+    from agents.run_config import ModelInputData
+
+    state = ConversationState.previous_response()
+    kwargs: dict[str, Any] = {}
+    if refusal == "mixed_owner":
+        kwargs["previous_response_id"] = "resp_someone_elses"
+        config = state.run_config()
+    else:
+        config = state.run_config(RunConfig(call_model_input_filter=lambda data: ModelInputData))
+    agent = state.bind(agent_for(mock))
+    caught: list[BaseException] = []
+    try:
+        await runner_turn(agent, "hi", streamed=streamed, run_config=config, **kwargs)
+    except UserError as error:  # the app's handler, written for the SDK alone
+        caught.append(error)
+    assert [type(e).__name__ for e in caught] == (
+        ["MixedStateOwnerError"] if refusal == "mixed_owner" else ["InputFilterError"]
+    )
     assert mock.requests == []

@@ -18,6 +18,7 @@ import agents_state_ext.types
 PUBLIC = {
     "agents_state_ext": [
         "INTERRUPTED_TOOL_OUTPUT",
+        "AgentSpecError",
         "ApprovalPendingError",
         "Attempt",
         "AttemptDiff",

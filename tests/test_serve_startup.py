@@ -3,7 +3,7 @@
 Each spawned worker imports the SDK before it can answer uvicorn's health check, which on a
 busy machine takes longer than uvicorn's 5 s default; the supervisor then killed and respawned
 its own workers. Here busy-loop processes load the machine while ``serve`` starts:
-``STATE_EXT_STARTUP_LOAD`` of them (default 2, the CI size; the issue's loaded machine is
+``STATE_EXT_STARTUP_LOAD`` of them (default 1, the CI size; the issue's loaded machine is
 about 8 on 2 cores: ``STATE_EXT_STARTUP_LOAD=8 python -m pytest -n 0 -m slow``).
 """
 
@@ -33,7 +33,7 @@ KILLED = ("died", "Terminated child", "not ready in time", "failed to start")
 @contextlib.contextmanager
 def cpu_load() -> Iterator[None]:
     """``STATE_EXT_STARTUP_LOAD`` busy loops for the duration."""
-    count = int(os.environ.get("STATE_EXT_STARTUP_LOAD", "2"))
+    count = int(os.environ.get("STATE_EXT_STARTUP_LOAD", "1"))
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
         yield

@@ -94,6 +94,27 @@ def test_rewind_puts_the_batch_in_front_once_and_identity_dedupes_a_retry() -> N
     assert t.pending == [] and not t.in_flight
 
 
+def test_a_held_copy_of_a_resumed_run_states_own_input_is_not_sent_beside_it() -> None:
+    t = ServerConversationTracker()
+    t.mark_sent([fout("call_1"), user("late"), user("yes")])
+    t.rewind()
+    # Without the expectation, an id-less copy is another occurrence: both go out.
+    again = [fout("call_1"), user("late")]
+    assert t.reduce(again) == [user("late"), user("yes"), *again]
+    # The resumed RunState sends "late" itself (one staged occurrence): the held copy stands
+    # aside, once; "yes", which the RunState does not carry, still goes in front.
+    t.expect_copies([user("late")])
+    assert t.reduce(again) == [user("yes"), *again]
+    assert t.reduce([*again, user("late")]) == [user("yes"), *again, user("late")]
+    t.mark_sent(t.reduce(again))
+    t.acknowledge("resp_1", [])
+    assert t.pending == []  # the held copy of "late" left with the RunState's own
+    t.end_run()  # the expectation was this run's
+    t.mark_sent([user("late")])
+    t.rewind()
+    assert t.reduce([user("late")]) == [user("late"), user("late")]
+
+
 def test_mark_sent_while_in_flight_keeps_the_unreported_batch() -> None:
     t = ServerConversationTracker()
     a, b = user("a"), user("b")

@@ -34,8 +34,12 @@ def announce(worker_id: str) -> None:
     """This worker serves: leave its mark (when ``serve`` asked for marks)."""
     mark = _mark()
     if mark is not None:
+        # Written beside it, then renamed: the parent never reads a mark half written (an
+        # empty id in the line). The ``.tmp`` name is not all digits, so it is never counted.
+        draft = mark.with_name(f"{mark.name}.tmp")
         with contextlib.suppress(OSError):  # a lost mark costs the line, never the worker
-            mark.write_text(worker_id, encoding="utf-8")
+            draft.write_text(worker_id, encoding="utf-8")
+            draft.replace(mark)
 
 
 def withdraw() -> None:
