@@ -70,16 +70,20 @@ def _redirect(entry: Handoff[Any, Any], again: Callable[[Agent[Any]], Agent[Any]
 
 
 def bind_agent(
-    agent: Agent[Any], lifecycle: RunLifecycle, seen: dict[int, Agent[Any]]
+    agent: Agent[Any],
+    lifecycle: RunLifecycle,
+    seen: dict[int, Agent[Any]],
+    run: object | None = None,
 ) -> Agent[Any]:
     """The agent graph with every ``Model`` instance going through ``lifecycle``'s ledger.
 
     Agents that name their model by string go through the wrapped provider instead. Nesting of
     handoff history is turned off: the server owns the history (see ``guard_handoffs``).
+    ``run`` names the run configuration the graph is bound for (see ``TrackedModel.run``).
     """
 
     def wrap(model: Model) -> Model:
-        return model if isinstance(model, TrackedModel) else TrackedModel(model, lifecycle)
+        return model if isinstance(model, TrackedModel) else TrackedModel(model, lifecycle, run=run)
 
     def no_nesting(entry: Handoff[Any, Any]) -> Handoff[Any, Any]:
         if entry.nest_handoff_history:

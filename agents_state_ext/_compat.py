@@ -44,6 +44,7 @@ __all__ = [
     "inner_openai_client",
     "provider_retries_disabled",
     "repair_turn_count",
+    "run_state_agent",
     "run_state_ids",
     "run_state_is_chained",
     "sdk_deduplicate_input_items",
@@ -85,6 +86,7 @@ PRIVATE_NAMES: tuple[tuple[ModuleType | type, str], ...] = (
     (RunState, "_auto_previous_response_id"),
     (RunState, "_model_responses"),
     (RunState, "_current_turn"),
+    (RunState, "_current_agent"),  # the agent Runner resumes a RunState with
     (Handoff, "_agent_ref"),
     # Only bench/ uses these two: the SDK's own ledger, the anchor the benchmarks compare with.
     (_oai_conversation, "OpenAIServerConversationTracker"),
@@ -203,6 +205,18 @@ def repair_turn_count(run_state: RunState[Any]) -> None:
     turn = _typed(_read(run_state, RunState, "_current_turn"), int, RunState, "_current_turn")
     if turn > len(responses):
         run_state._current_turn = len(responses)
+
+
+def run_state_agent(run_state: RunState[Any]) -> Any:
+    """The agent ``Runner`` resumes ``run_state`` with (None before its run began).
+
+    ``Runner`` resumes a RunState with the agent the RunState holds, not the one it is given:
+    the agent its run ended with, or the one ``from_json`` found by name.
+    """
+    current = _read(run_state, RunState, "_current_agent")
+    if current is not None and not isinstance(getattr(current, "name", None), str):
+        raise _broken(_label(RunState, "_current_agent"), "holds no agent")
+    return current
 
 
 def handoff_target(handoff: Handoff[Any, Any]) -> object | None:

@@ -70,9 +70,12 @@ class TrackedModel(_compat.ModelHooks, Model):
     failure or cancellation. Calls from another SDK run (``agent.as_tool()``) pass through.
     """
 
-    def __init__(self, inner: Model, lifecycle: RunLifecycle) -> None:
+    def __init__(self, inner: Model, lifecycle: RunLifecycle, run: object | None = None) -> None:
         self.inner = inner
         self.lifecycle = lifecycle
+        self.run = run
+        """The run configuration this wrapper was made for (its provider), if known: an
+        ``agent.as_tool()`` sub-run shares its parent's, a concurrent run has its own."""
 
     def serves(self, lifecycle: RunLifecycle) -> bool:
         """Whether this wrapper sends through ``lifecycle``'s ledger."""
@@ -88,7 +91,7 @@ class TrackedModel(_compat.ModelHooks, Model):
         streamed: bool,
     ) -> RequestCall | ModelResponse | None:
         lifecycle = self.lifecycle
-        if not lifecycle.claims(_compat.current_run_owner()):
+        if not lifecycle.claims(_compat.current_run_owner(), self.run):
             return None
         _check_ids(lifecycle.tracker, previous_response_id, conversation_id)
         innermost = _innermost(self.inner)
@@ -251,7 +254,7 @@ class TrackedModelProvider(ModelProvider):
         model = self.inner.get_model(model_name)
         if isinstance(model, TrackedModel):
             return model
-        return TrackedModel(model, self.lifecycle)
+        return TrackedModel(model, self.lifecycle, run=self)
 
     async def aclose(self) -> None:
         """Close the wrapped provider."""

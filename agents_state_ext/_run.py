@@ -25,7 +25,13 @@ from . import _compat
 from ._items import item_to_dict
 from ._reconcile import reconcile_conversation
 from ._repairs import ToolCallRepair
-from ._run_state_json import newest_response_id, processed_ids, run_state_data, tool_outputs
+from ._run_state_json import (
+    newest_response_id,
+    processed_ids,
+    run_state_data,
+    tool_outputs,
+    uncommitted_calls,
+)
 from ._tracing import repair_span
 from ._tracker import ServerConversationTracker
 from .errors import (
@@ -80,6 +86,8 @@ class _Run:
     """A request of this run failed after the server may have accepted it."""
     calls: int = 0
     """Model calls this run has made (sent or answered from the ledger)."""
+    uncommitted: frozenset[str] = frozenset()
+    """For a resumed RunState: the call ids of tools it ran without committing an output."""
 
 
 class RunLifecycle:
@@ -104,12 +112,13 @@ class RunLifecycle:
         acknowledged (``HeldState`` saves the ledger there). If it raises, the request is not
         sent and is rewound; the error ends the run."""
         self._owner: object | None = None
+        self._owner_run: object | None = None
         self._run: _Run | None = None
         self._graph: set[int] | None = None
         self._filter_batch: list[Any] | None = None
         self._replaced: list[Any] = []
         self._call: RequestCall | None = None
-        self._resumed: tuple[RunState[Any], set[str]] | None = None
+        self._resumed: tuple[RunState[Any], set[str], frozenset[str]] | None = None
         self._reported: ToolCallRepair | None = None  # the newest repair already traced
         self._mark_repairs_reported()
 
@@ -139,13 +148,16 @@ class RunLifecycle:
         self.ensure_idle()
         known, self._resumed = self._resumed, None
         if isinstance(input, RunState):
-            ids = known[1] if known is not None and known[0] is input else None
+            if known is not None and known[0] is input:
+                ids, uncommitted = known[1], known[2]
+            else:
+                data = run_state_data(input)
+                ids, uncommitted = processed_ids(data), frozenset(uncommitted_calls(data))
             staged = _staged_input(input)
-            resumed = ids if ids is not None else processed_ids(input)
             # The RunState sends its staged input itself: the ledger's copy of a failed
             # request's input is not sent beside it. Like a new turn's input, it is held if no
             # request of the run carries it, so a new turn in its place still sends it.
-            self._run = _Run(input=staged, resumed=resumed)
+            self._run = _Run(input=staged, resumed=ids, uncommitted=uncommitted)
             self.tracker.expect_copies(staged)
         else:
             self._run = _Run(input=_input_items(input))
@@ -224,12 +236,29 @@ class RunLifecycle:
 
     # -- the SDK's view of a run -------------------------------------------------------------
 
-    def claims(self, owner: object | None) -> bool:
-        """Bind to the first SDK run that calls; other runs (``as_tool`` sub-runs) pass through."""
+    def claims(self, owner: object | None, run: object | None = None) -> bool:
+        """Bind to the first SDK run that calls; its ``as_tool`` sub-runs pass through.
+
+        ``run`` names the run configuration the calling model was made for: a sub-run shares
+        its parent's, so a call from another SDK run under another configuration is a second
+        run on this conversation, refused with :class:`~agents_state_ext.RunInProgressError`
+        before anything is sent.
+        """
         if self._owner is None:
             self._owner = owner
+            self._owner_run = run
             return True
-        return self._owner is owner
+        if self._owner is owner:
+            if self._owner_run is None:
+                self._owner_run = run
+            return True
+        if run is None or self._owner_run is None or run is self._owner_run:
+            return False
+        raise RunInProgressError(
+            "another run of this ConversationState is in flight; two runs at once would both "
+            "advance one server cursor. Await or cancel the first run, or give each concurrent "
+            "conversation its own ConversationState"
+        )
 
     def owns(self, owner: object | None) -> bool:
         """Whether ``owner`` is the SDK run this conversation is bound to right now."""
@@ -244,6 +273,7 @@ class RunLifecycle:
         """The SDK run ``owner`` ended (its models' cleanup hook)."""
         if owner is self._owner:
             self._owner = None
+            self._owner_run = None
             self._filter_batch = None
             self._replaced = []
             if self._run is None:
@@ -289,8 +319,14 @@ class RunLifecycle:
         run.unheard = False
         if undelivered is None:
             return None
-        ids = {i for i in (item_to_dict(o).get("id") for o in undelivered["output"]) if i}
+        output = [item_to_dict(o) for o in undelivered["output"]]
+        ids = {i for i in (item.get("id") for item in output) if i}
         resumed_without = run.resumed is not None and first and ids and not ids & run.resumed
+        if resumed_without and any(item.get("call_id") in run.uncommitted for item in output):
+            # The run was cancelled inside a tool of that response: the SDK refuses to run the
+            # call again, so the response is not handed back; the server holds the call open
+            # and the next request closes it as interrupted (a repair), then the run goes on.
+            return None
         if unheard or resumed_without:
             run.sent = True
             return undelivered
@@ -397,7 +433,7 @@ class RunLifecycle:
                     "conversation (restore both with ConversationState.loads)"
                 )
         self.harvest(data)
-        self._resumed = (run_state, processed_ids(data))
+        self._resumed = (run_state, processed_ids(data), frozenset(uncommitted_calls(data)))
 
 
 class RequestCall:

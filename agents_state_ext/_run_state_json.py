@@ -7,7 +7,13 @@ from typing import Any
 
 from agents import RunState
 
-__all__ = ["newest_response_id", "processed_ids", "run_state_data", "tool_outputs"]
+__all__ = [
+    "newest_response_id",
+    "processed_ids",
+    "run_state_data",
+    "tool_outputs",
+    "uncommitted_calls",
+]
 
 
 def run_state_data(run_state: RunState[Any]) -> dict[str, Any]:
@@ -40,6 +46,22 @@ def processed_ids(source: RunState[Any] | dict[str, Any]) -> set[str]:
         if isinstance(raw, dict) and isinstance(raw.get("id"), str):
             found.add(raw["id"])
     return found
+
+
+def uncommitted_calls(data: dict[str, Any]) -> set[str]:
+    """The call ids of tool calls a RunState ran without committing their output.
+
+    A run cancelled while one of its tools ran: the SDK refuses to run such a call again.
+    """
+    context = data.get("context")
+    invocations = context.get("tool_invocations") if isinstance(context, dict) else None
+    if not isinstance(invocations, dict):
+        return set()
+    return {
+        str(call_id)
+        for call_id, status in invocations.items()
+        if isinstance(status, dict) and status.get("executed") and not status.get("completed")
+    }
 
 
 def tool_outputs(source: Any) -> list[Any]:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from agents import Agent, RunConfig, Runner, RunState
+from agents import Agent, RunConfig, RunHooks, Runner, RunState
 from agents.exceptions import InputGuardrailTripwireTriggered
 from agents.memory import Session
 from agents.models.interface import Model
@@ -232,6 +232,31 @@ class ConversationState:
         validate_run_settings(self, run_config=base)
         return self._config(base, adapter=True)
 
+    def runner_kwargs(
+        self,
+        run_config: RunConfig | Mapping[str, Any] | None = None,
+        *,
+        hooks: RunHooks[Any] | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments that make a ``Runner`` call a run of this conversation.
+
+        ``Runner.run(state.bind(agent), input, **state.runner_kwargs())`` (or ``run_streamed``)
+        sends what ``state.run(agent, input)`` sends: ``run_config`` is :meth:`run_config` of
+        ``run_config``; a server strategy adds its cursor (``previous_response_id`` with
+        ``auto_previous_response_id=True``, or ``conversation_id``) so the SDK takes its
+        server-managed path, and ``hooks`` that record each tool output in the ledger (then
+        call ``hooks``); the session strategy adds its ``session``. Take one per run: a second
+        run while one is in flight is refused at its first request
+        (:class:`~agents_state_ext.RunInProgressError`).
+        """
+        kwargs: dict[str, Any] = {"run_config": self.run_config(run_config)}
+        if self._lifecycle is not None:
+            kwargs["hooks"] = ToolOutputHooks(hooks, self._lifecycle)
+        elif hooks is not None:
+            kwargs["hooks"] = hooks
+        kwargs.update(self._owner_kwargs())
+        return kwargs
+
     def _config(self, base: RunConfig, *, adapter: bool, own: bool = False) -> RunConfig:
         # adapter=False: run() has checked and bound everything the adapter would check on the
         # first call, so without a user filter the SDK's filter step can be skipped altogether.
@@ -256,12 +281,16 @@ class ConversationState:
                 "RunConfig.handoff_input_filter would rewrite history that the server owns "
                 f"({self.strategy} strategy); remove it or use a client-managed strategy"
             )
+        # A fresh provider per run configuration: it names the run (see RunLifecycle.claims).
         provider = base.model_provider
-        if not isinstance(provider, TrackedModelProvider):
-            provider = TrackedModelProvider(provider, lifecycle)
+        if isinstance(provider, TrackedModelProvider) and provider.lifecycle is lifecycle:
+            provider = provider.inner
+        provider = TrackedModelProvider(provider, lifecycle)
         model = base.model
+        if isinstance(model, TrackedModel) and model.serves(lifecycle):
+            model = model.inner
         if isinstance(model, Model) and not isinstance(model, TrackedModel):
-            model = TrackedModel(model, lifecycle)
+            model = TrackedModel(model, lifecycle, run=provider)
         user_filter = base.call_model_input_filter
         config = base if own else dataclasses.replace(base)
         config.model = model
@@ -304,7 +333,9 @@ class ConversationState:
             config.session_input_callback = _skip_held_items(config.session_input_callback)
         if self._lifecycle is None:  # the app sends the history: it must not need the server
             carry_reasoning(kwargs["run_config"], list(walk_agents(agent)))
-        bound, graph = self._bind_graph(agent)
+        bound, graph = self._bind_graph(agent, kwargs["run_config"].model_provider)
+        if isinstance(input, RunState) and bound is not agent:
+            graph |= _refresh_paused_agent(input, agent, bound)
         return bound, graph, kwargs
 
     def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -312,17 +343,24 @@ class ConversationState:
         base = kwargs.get("run_config")
         own = base is None
         kwargs["run_config"] = self._config(base or RunConfig(), adapter=False, own=own)
-        tracker = self.tracker
         if self._lifecycle is not None:
             kwargs["hooks"] = ToolOutputHooks(kwargs.get("hooks"), self._lifecycle)
-        if self.strategy == "session":
-            kwargs["session"] = self._session
-        elif tracker is not None and self.strategy == "previous_response":
-            kwargs["previous_response_id"] = tracker.previous_response_id
-            kwargs["auto_previous_response_id"] = True
-        elif tracker is not None:
-            kwargs["conversation_id"] = tracker.conversation_id
+        kwargs.update(self._owner_kwargs())
         return kwargs
+
+    def _owner_kwargs(self) -> dict[str, Any]:
+        """The ``Runner`` arguments naming this conversation's owner: its cursor or session."""
+        tracker = self.tracker
+        if self.strategy == "session":
+            return {"session": self._session}
+        if tracker is not None and self.strategy == "previous_response":
+            return {
+                "previous_response_id": tracker.previous_response_id,
+                "auto_previous_response_id": True,
+            }
+        if tracker is not None:
+            return {"conversation_id": tracker.conversation_id}
+        return {}
 
     def bind(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent``'s graph whose own ``Model`` instances go through the ledger.
@@ -338,13 +376,15 @@ class ConversationState:
     def _bind(self, agent: Agent[Any]) -> Agent[Any]:
         return self._bind_graph(agent)[0]
 
-    def _bind_graph(self, agent: Agent[Any]) -> tuple[Agent[Any], set[int]]:
+    def _bind_graph(
+        self, agent: Agent[Any], run: object | None = None
+    ) -> tuple[Agent[Any], set[int]]:
         if self.strategy == "session":
             return session_graph(agent, {}), set()
         if self._lifecycle is None:
             return agent, set()
         seen: dict[int, Agent[Any]] = {}
-        bound = bind_agent(agent, self._lifecycle, seen)
+        bound = bind_agent(agent, self._lifecycle, seen, run)
         return bound, {id(copy) for copy in seen.values()}
 
     # -- running -----------------------------------------------------------------------------
@@ -535,6 +575,27 @@ class ConversationState:
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
+
+
+def _refresh_paused_agent(
+    run_state: RunState[Any], agent: Agent[Any], bound: Agent[Any]
+) -> set[int]:
+    """Give the agent a RunState resumes with the app's agent as it is now; its id, if changed.
+
+    A run of a bound graph pauses holding a copy made for it, and the SDK resumes with that
+    copy (whose identity the RunState's approvals refer to). Tools, hooks, guardrails or
+    ``tool_use_behavior`` set on the app's agent since then are copied onto it, with the model
+    and handoffs bound for this run, so the resumed run uses them as the SDK alone would.
+    """
+    paused = _compat.run_state_agent(run_state)
+    if paused is None or any(paused is original for original in walk_agents(agent)):
+        return set()
+    fresh = next((a for a in walk_agents(bound) if a.name == paused.name), None)
+    if fresh is None or fresh is paused:
+        return set()
+    for field in dataclasses.fields(fresh):
+        setattr(paused, field.name, getattr(fresh, field.name))
+    return {id(paused)}
 
 
 def _skip_held_items(user_callback: Any) -> Any:

@@ -291,3 +291,25 @@ def test_handoff_keeps_a_weak_reference_to_its_target() -> None:
     made._agent_ref = "target"  # type: ignore[assignment]
     with pytest.raises(_compat.SDKContractError, match=r"Handoff\._agent_ref is not a weak"):
         _compat.handoff_target(made)
+
+
+async def test_a_run_state_resumes_with_the_agent_it_holds(mock: MockResponsesAPI) -> None:
+    @function_tool(needs_approval=True)
+    def act() -> str:
+        """Act."""
+        return "acted"
+
+    paused_agent = Agent(name="a", model=mock.model("gpt-4.1"), tools=[act])
+    mock.enqueue(Reply.tool_call("act", {}, call_id="call_1"), Reply.text("done"))
+    paused = (await Runner.run(paused_agent, "go")).to_state()
+    name = "RunState._current_agent"
+    assert _compat.run_state_agent(paused) is paused_agent, broken(name, "is not the run's agent")
+    restored = await RunState.from_json(Agent(name="a", tools=[act]), paused.to_json())
+    assert _compat.run_state_agent(restored).name == "a", broken(name, "is not found by name")
+    paused.approve(paused.get_interruptions()[0])
+    other = Agent(name="a", model=mock.model("gpt-4.1"), tools=[act])
+    result = await Runner.run(other, paused)
+    assert result.last_agent is paused_agent, broken(name, "is not what Runner resumes with")
+    paused._current_agent = "a"  # type: ignore[assignment]
+    with pytest.raises(_compat.SDKContractError, match=r"RunState\._current_agent holds no"):
+        _compat.run_state_agent(paused)
