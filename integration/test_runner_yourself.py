@@ -18,7 +18,7 @@ from agents_state_ext import ConversationState, RunInProgressError
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
 from ._server_state import SERVER, get_weather, state_for
-from ._support import STREAMED
+from ._support import STREAMED, runner_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -90,12 +90,7 @@ async def test_a_second_concurrent_runner_run_is_refused_before_any_request(
     second_kwargs = state.runner_kwargs({"model": mock.model()})
 
     async def one(kwargs: dict[str, Any], text: str) -> Any:
-        if not streamed:
-            return await Runner.run(agent, text, **kwargs)
-        result = Runner.run_streamed(agent, text, **kwargs)
-        async for _ in result.stream_events():
-            pass
-        return result
+        return await runner_turn(agent, text, streamed=streamed, **kwargs)
 
     first = asyncio.ensure_future(one(first_kwargs, "first"))
     while not mock.response_requests:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from soak import outage
 from soak.outage import FaultProxy, free_port
 
-__all__ = ["FaultProxy", "Postgres", "ProxyOutage", "Redis", "free_port"]
+__all__ = ["FaultProxy", "Postgres", "ProxyOutage", "Redis", "free_port", "running_postgres"]
 
 
 class Postgres(outage.Postgres):
@@ -46,3 +47,11 @@ class ProxyOutage:
 
     async def restore(self) -> None:
         self.proxy.heal()
+
+
+def running_postgres() -> Iterator[Postgres]:
+    """A PostgreSQL of the test's own, started and stopped around a module (a module fixture)."""
+    server = Postgres()
+    server.start()
+    yield server
+    server.stop()

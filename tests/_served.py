@@ -24,6 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 APP_FACTORY = "agents_state_ext.server.app:app_from_env"
 
 
+def interrupt(process: subprocess.Popen[bytes]) -> None:
+    """Stop a served app as Ctrl-C does (SIGINT), killing it if it has not ended in 60 s."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment for a served app: the checkout importable, no OpenAI key."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -71,11 +81,5 @@ class ServedProcess:
                 time.sleep(0.1)
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None and self.process.poll() is None:
+            interrupt(self.process)

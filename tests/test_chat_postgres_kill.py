@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _outage import FaultProxy, Postgres
+from _outage import FaultProxy, Postgres, running_postgres
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import open_conversation
@@ -39,12 +39,7 @@ TURNS = 4
 KILLS = 5
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
-    server = Postgres()
-    server.start()
-    yield server
-    server.stop()
+postgres = pytest.fixture(scope="module", name="postgres")(running_postgres)
 
 
 async def _act(chat: Conversation, rng: random.Random, n: int) -> None:

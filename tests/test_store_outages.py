@@ -20,7 +20,7 @@ from uuid import uuid4
 
 import pytest
 from _asgi_client import ASGIClient
-from _outage import FaultProxy, Postgres, Redis
+from _outage import FaultProxy, Postgres, Redis, running_postgres
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import InMemoryStore, StoreUnavailableError
@@ -35,12 +35,7 @@ T = TypeVar("T")
 TIMEOUT = 2.0  # the PostgreSQL store's statement timeout in these tests, in seconds
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
-    server = Postgres()
-    server.start()
-    yield server
-    server.stop()
+postgres = pytest.fixture(scope="module", name="postgres")(running_postgres)
 
 
 @pytest.fixture

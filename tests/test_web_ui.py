@@ -19,7 +19,6 @@ import gc
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import pytest
 import uvicorn
 from _backends import POSTGRES_ENV, REDIS_ENV, postgres_url, redis_url, unique_name
 from _outage import free_port
+from _served import interrupt
 
 from agents_state_ext.server import ServeSettings, app_from_settings
 from agents_state_ext.testing import Fault, MockServer, Reply
@@ -655,12 +655,7 @@ class Workers:
     def close(self) -> None:
         if self.process is None:
             return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        interrupt(self.process)
         import psycopg
 
         with psycopg.connect(self.base, autocommit=True) as conn:
