@@ -261,7 +261,12 @@ class IncompleteHistoryError(StateExtError, ValueError):
 
 
 class TokenizerUnavailableError(StateExtError, RuntimeError):
-    """No exact tokenizer could be loaded; the library never falls back to an approximate count."""
+    """No exact tokenizer could be loaded for the model, and its counter may not estimate.
+
+    ``TokenCounter(model)`` raises it rather than count approximately; with ``estimate=True``
+    (what a chat uses for a model tiktoken does not know) it counts with a fallback encoding and
+    says so (``exact`` is false on its selections and attempt records).
+    """
 
 
 class GraphError(StateExtError, ValueError):
