@@ -58,9 +58,16 @@ def disagreements(nodes: Iterable[Node], records: Iterable[AttemptRecord]) -> di
 
 
 async def check_chats(
-    store: ConversationStore, logs: list[ChatLog], mock: MockResponsesAPI, options: dict[str, Any]
+    store: ConversationStore,
+    logs: list[ChatLog],
+    mock: MockResponsesAPI,
+    options: dict[str, Any],
+    said_lost: list[str] | None = None,
 ) -> dict[str, list[str]]:
-    """Every check of :data:`CHECKS` over ``logs``' chats in ``store``: the violations of each."""
+    """Every check of :data:`CHECKS` over ``logs``' chats in ``store``: the violations of each.
+
+    The chats whose reopening the store answered ``StoreDataLostError`` go into ``said_lost``.
+    """
     found: dict[str, list[str]] = {name: [] for name in CHECKS}
     for log in logs:
         where = log.chat_id
@@ -70,6 +77,8 @@ async def check_chats(
         try:
             chat = await open_conversation(store, log.chat_id, **options)
         except StoreDataLostError:
+            if said_lost is not None:
+                said_lost.append(where)
             continue  # said so, typed: what the store lost is the fault itself
         except StoreError as exc:
             found["typed_errors_only"].append(f"{where}: reopening: {type(exc).__name__}: {exc}")

@@ -241,7 +241,8 @@ async def _scenario(rig: Rig, name: str) -> dict[str, Any]:
         rig.redis_proxy.heal()
         if any(log.errors for log in logs):  # else no handle has anything left to store
             await asyncio.sleep(SETTLE)
-        found = await check_chats(store, logs, mock, chat_options)
+        said_lost: list[str] = []
+        found = await check_chats(store, logs, mock, chat_options, said_lost)
         found["heals"] = await _heals(store, chat_options)
     await store.aclose()
     errors: Counter[str] = Counter()
@@ -254,6 +255,7 @@ async def _scenario(rig: Rig, name: str) -> dict[str, Any]:
         "answered": sum(len(log.answered) for log in logs),
         "handles_opened": sum(log.handles for log in logs),
         "lost_chats": sum(log.lost for log in logs),
+        "lost_on_reopen": len(said_lost),
         "faults": faults,
         "errors": dict(sorted(errors.items())),
         "violations": {check: len(wrong) for check, wrong in found.items()},

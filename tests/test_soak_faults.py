@@ -57,5 +57,8 @@ def test_the_faults_happened_and_the_chats_went_on(report: dict[str, Any]) -> No
         assert scenario["faults"] > 0, (name, summary(report))
         if name != "redis_kill_restart":
             assert scenario["actions"] >= CI_SIZE.chats * CI_SIZE.turns, (name, summary(report))
-    assert report["scenarios"]["redis_kill_restart"]["errors"].get("StoreDataLostError", 0) > 0
+    # The lost chats are said lost, typed: to an action after the restart, or (when the load
+    # ended while Redis was still coming back) when the checks open them again.
+    restarted = report["scenarios"]["redis_kill_restart"]
+    assert restarted["errors"].get("StoreDataLostError", 0) + restarted["lost_on_reopen"] > 0
     assert sum(s["errors"].get("StoreUnavailableError", 0) for s in report["scenarios"].values())
