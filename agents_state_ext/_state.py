@@ -250,12 +250,9 @@ class ConversationState:
         (:class:`~agents_state_ext.RunInProgressError`).
         """
         kwargs: dict[str, Any] = {"run_config": self.run_config(run_config)}
-        if self._lifecycle is not None:
-            kwargs["hooks"] = ToolOutputHooks(hooks, self._lifecycle)
-        elif hooks is not None:
+        if hooks is not None:
             kwargs["hooks"] = hooks
-        kwargs.update(self._owner_kwargs())
-        return kwargs
+        return self._owned(kwargs)
 
     def _config(self, base: RunConfig, *, adapter: bool, own: bool = False) -> RunConfig:
         # adapter=False: run() has checked and bound everything the adapter would check on the
@@ -343,6 +340,10 @@ class ConversationState:
         base = kwargs.get("run_config")
         own = base is None
         kwargs["run_config"] = self._config(base or RunConfig(), adapter=False, own=own)
+        return self._owned(kwargs)
+
+    def _owned(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the ledger's tool-output hooks (around the app's) and the owner's."""
         if self._lifecycle is not None:
             kwargs["hooks"] = ToolOutputHooks(kwargs.get("hooks"), self._lifecycle)
         kwargs.update(self._owner_kwargs())
