@@ -23,6 +23,8 @@ from ._content import content_problem
 from ._ids import uuid4_hex
 from ._items import copy_json
 from ._nodes import NODE_STATUSES, Node, NodeStatus, Role, branch_status
+from ._status import IN_FLIGHT as _IN_FLIGHT
+from ._status import UNFINISHED as _UNFINISHED
 from .errors import (
     GraphError,
     InvalidTargetError,
@@ -42,8 +44,6 @@ __all__ = [
 GRAPH_VERSION = 1
 _LOG_MAX = 4096
 _ROLES: tuple[Role, ...] = ("system", "user", "assistant")
-_IN_FLIGHT: tuple[NodeStatus, ...] = ("queued", "streaming")
-_UNFINISHED: tuple[NodeStatus, ...] = (*_IN_FLIGHT, "awaiting_approval")
 
 Content = str | Sequence[Mapping[str, Any]]
 

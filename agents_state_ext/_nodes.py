@@ -7,20 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._items import content_text, copy_json
+from ._status import NODE_STATUSES
 from .errors import GraphError
 from .types import NodeStatus, Role
 
 __all__ = ["NODE_STATUSES", "Node", "NodeStatus", "Role", "branch_status"]
-
-NODE_STATUSES: tuple[NodeStatus, ...] = (
-    "queued",
-    "streaming",
-    "awaiting_approval",
-    "complete",
-    "cancelled",
-    "failed",
-    "invalid",
-)
 
 
 @dataclass(slots=True)

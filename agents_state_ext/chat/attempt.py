@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agents import Agent
 from agents.items import RunItem, ToolCallItem, ToolCallOutputItem
@@ -16,6 +16,7 @@ from agents.tracing import Trace, custom_span
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
 from .._attempts import AttemptRecord
+from .._event_names import AttemptEventKind
 from .._model import RequestTap
 from .._nodes import Node, NodeStatus
 from .._state import ConversationState
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from .conversation import Conversation
 
 __all__ = ["Attempt", "AttemptEvent", "AttemptEventKind"]
-
-AttemptEventKind = Literal["status", "delta", "tool_call", "tool_result"]
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from .._run_config import as_run_config
 from .._state import ConversationState, StrategyName
+from .._status import FINAL
+from .._status import IN_FLIGHT as _IN_FLIGHT
 from .._tokens import MessageCounter, TokenCounter, counts_exactly
 from ..errors import (
     AttemptNotFoundError,
@@ -69,7 +71,6 @@ from .guard import WriteGuard
 from .parking import Parking, interruptions, output_items
 from .plan import Replay, start_replay
 from .records import (
-    FINAL,
     check_budget,
     check_prompt_version,
     explained,
@@ -86,8 +87,6 @@ from .strategies import ChatStrategy, strategy_for
 from .writes import Writes
 
 __all__ = ["Conversation"]
-
-_IN_FLIGHT = ("queued", "streaming")
 
 
 class Conversation:

@@ -21,6 +21,7 @@ from agents.result import RunResultBase
 from .._attempts import AttemptRecord
 from .._nodes import Node
 from .._state import ConversationState
+from .._status import IN_FLIGHT as _IN_FLIGHT
 from ..errors import ApprovalPendingError, InvalidTransitionError
 from .approvals import (
     Decision,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Parking", "interruptions", "output_items"]
 
-_IN_FLIGHT = ("queued", "streaming")
 _ELSEWHERE = (
     "was paused by a run an app started with Runner through chat.session(); its RunState is "
     "the app's: decide on it and resume that run with Runner, or stop it with chat.stop()"

@@ -17,6 +17,7 @@ from .._binding import copy_agent_graph
 from .._model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
 from .._nodes import Node
 from .._state import ConversationState
+from .._status import FINAL
 from ..errors import AttemptNotFoundError
 from ..types import AttemptStatus
 
@@ -47,9 +48,6 @@ __all__ = [
 
 PART_PREFIX = "request_part:"
 """Chat metadata keys holding a request part (instructions, tool list) by its digest."""
-
-FINAL = ("complete", "cancelled", "failed")
-"""The statuses an attempt ends in for good (``awaiting_approval`` may still go on)."""
 
 
 def check_budget(budget: object) -> int | None:

@@ -48,6 +48,7 @@ from agents.memory import SessionSettings
 from .._attempts import AttemptRecord
 from .._nodes import Node
 from .._state import ConversationState
+from .._status import UNFINISHED as _UNFINISHED
 from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransitionError
 from ..types import AttemptStatus
 from .approvals import PendingApproval, open_calls, read_approvals, undecided
@@ -62,7 +63,6 @@ _SDK_DIR = os.path.dirname(agents.__file__) + os.sep
 # A task made of one of these runs one run and nothing else (the SDK's own code is checked by
 # file: its streamed run loop, ``Runner.run``).
 _RUN_CODES = frozenset({ConversationState.run.__code__})
-_UNFINISHED = ("queued", "streaming", "awaiting_approval")
 _NO_ANSWER = "the run ended before the model's answer was stored"
 _UNFINISHED_TURN = "the run started a turn after its last stored one and never stored it"
 

@@ -42,6 +42,8 @@ from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._items import copy_json
 from .._nodes import Node
+from .._status import ENDED
+from .._status import UNFINISHED as _UNFINISHED
 from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
 from ..stores import ConversationStore
 from ..types import AttemptStatus
@@ -56,9 +58,6 @@ __all__ = ["ENDED", "Writes", "load_graph", "settled", "uncancelled"]
 
 T = TypeVar("T")
 
-ENDED = ("complete", "cancelled", "failed", "awaiting_approval")
-"""Record statuses an attempt ends a run in: stored even after a lost race (``keep``)."""
-_UNFINISHED = ("queued", "streaming", "awaiting_approval")
 _SETTLE_TRIES = 5  # compare-and-set rounds to store ended attempts against a busy store
 _RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0)  # seconds before each try of an end again
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from .._attempts import AttemptRecord
+from .._event_names import WIRE_NAMES
 from ..chat import Attempt, Conversation
 from ..chat.attempt import AttemptEvent
 from ..stores import ConversationStore
@@ -58,9 +59,10 @@ class Run:
         }
 
     def _event(self, event: AttemptEvent) -> ServerEvent:
+        name = WIRE_NAMES[event.kind]
         if event.kind == "status":
-            return ServerEvent("attempt", self._view(str(event.data["status"])))
-        return ServerEvent(event.kind, dict(event.data))
+            return ServerEvent(name, self._view(str(event.data["status"])))
+        return ServerEvent(name, dict(event.data))
 
     async def stream(self, *, keep_alive_every: float = 15.0) -> AsyncIterator[bytes]:
         """The SSE bytes of the attempt, from its stored start to its ``record`` / ``error``.

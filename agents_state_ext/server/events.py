@@ -14,6 +14,9 @@ JSON:
                 failed (``record`` is its stored record, ``None`` if nothing was stored)
 ==============  ===============================================================
 
+The names are defined once, in :mod:`agents_state_ext._event_names`; a test checks the
+page's JavaScript against them.
+
 A stream always ends with ``record`` or ``error``. Lines starting with ``:`` are keep-alive
 comments. Every other answer is JSON; an error is ``{"error": {"type", "message"}}`` with the
 status :func:`error_status` gives (a 422 over the token budget adds ``required_tokens``,
@@ -31,10 +34,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import openai
 
+from .._event_names import EVENT_NAMES, FINAL_EVENTS, EventName
 from ..errors import (
     ApprovalPendingError,
     AttemptNotFoundError,
@@ -62,16 +66,6 @@ __all__ = [
     "keep_alive",
 ]
 
-EventName = Literal["attempt", "delta", "tool_call", "tool_result", "record", "error"]
-EVENT_NAMES: tuple[EventName, ...] = (
-    "attempt",
-    "delta",
-    "tool_call",
-    "tool_result",
-    "record",
-    "error",
-)
-
 
 @dataclass(frozen=True)
 class ServerEvent:
@@ -93,7 +87,7 @@ class ServerEvent:
     @property
     def final(self) -> bool:
         """Whether the stream ends with this event."""
-        return self.event in ("record", "error")
+        return self.event in FINAL_EVENTS
 
 
 def keep_alive() -> bytes:

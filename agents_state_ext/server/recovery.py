@@ -22,15 +22,13 @@ from collections.abc import Callable
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
+from .._status import IN_FLIGHT
 from ..chat.forks import ServerConversations, update_stored
 from ..chat.guard import WriteGuard, fence_args
 from ..errors import ConcurrentUpdateError, FencedOutError
 from ..stores.base import ConversationStore
 
 __all__ = ["IN_FLIGHT", "close_interrupted"]
-
-IN_FLIGHT = ("queued", "streaming")
-"""Node and record statuses of an attempt still running (a paused one is not: it can resume)."""
 
 _TRIES = 5  # compare-and-set rounds against other writers of the same conversation
 
