@@ -23,14 +23,11 @@ from agents.run_config import CallModelData, ModelInputData
 
 from ._model import RecordedModel, TrackedModel, model_name
 from ._reasoning import ENCRYPTED_REASONING, is_reasoning_model, self_contained
+from .errors import ReasoningDroppedWarning
 
 __all__ = ["ReasoningDroppedWarning", "carry_reasoning"]
 
 _Filter = Callable[[CallModelData[Any]], "ModelInputData | Awaitable[ModelInputData]"]
-
-
-class ReasoningDroppedWarning(UserWarning):
-    """Reasoning items left out of a ``store=False`` request: the server could not look them up."""
 
 
 def _name(model: Any) -> str | None:

@@ -9,16 +9,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents import Agent, Handoff, RunConfig
 
 from ._validation import walk_agents
-from .errors import HandoffFilterError
+from .errors import HandoffFilterError, NestedHistoryDisabledWarning
 
 if TYPE_CHECKING:
     from ._state import ConversationState
 
 __all__ = ["HandoffDowngrade", "NestedHistoryDisabledWarning", "guard_handoffs"]
-
-
-class NestedHistoryDisabledWarning(UserWarning):
-    """``nest_handoff_history`` was turned off because the server owns the history."""
 
 
 @dataclass(frozen=True)

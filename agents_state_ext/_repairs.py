@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .errors import InterruptedToolCallWarning
 from .types import OpenCallsPolicy
 
 __all__ = [
@@ -31,10 +32,6 @@ TEXT_OUTPUTS = {
     "custom_tool_call": "custom_tool_call_output",
 }
 """Call types whose output is plain text, so an interrupted call can be closed with text."""
-
-
-class InterruptedToolCallWarning(UserWarning):
-    """A function call the server held without output was closed before the next request."""
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,14 @@ Every error the library raises on purpose derives from :class:`StateExtError`, a
 derives from the closest builtin so existing ``except ValueError`` / ``except KeyError`` clauses
 keep working. The three the SDK would raise as ``agents.exceptions.UserError`` (a configuration
 the SDK itself refuses or cannot honour) derive from it too, so ``except UserError`` around
-``Runner`` keeps catching them::
+``Runner`` keeps catching them. Import each from ``agents_state_ext``, or from the subpackage
+named in brackets (``server``, ``stores.conformance``, ``testing``)::
 
     StateExtError
     ├── MixedStateOwnerError          (ValueError, UserError) two owners of one state
     ├── HandoffFilterError            (ValueError, UserError) rewrites server-owned history
     ├── InputFilterError              (TypeError, UserError)  a filter returned a bad shape
+    ├── AgentSpecError                (ValueError)  a ``module:attr`` reference names no agent
     ├── StateBlobError                (ValueError)  a malformed, tampered or unsupported envelope
     ├── ContextOverflowError          (ValueError)  asked to send a request over its token budget
     ├── EmptyMessageError             (ValueError)  asked to send a user message with no content
@@ -30,12 +32,28 @@ the SDK itself refuses or cannot honour) derive from it too, so ``except UserErr
     │       └── ApprovalPendingError                tool calls of an attempt await a decision
     └── StoreError                                  a conversation store failed
         ├── StoreUnavailableError     (ConnectionError) the backend is unreachable: retry later
+        ├── StoreValueError           (ValueError)  a value no backend can keep: nothing written
         ├── StoredDataError                         what the store holds cannot be read back
         │   └── StoreDataLostError                  the backend lost data it had acknowledged
         ├── ConcurrentUpdateError                   a compare-and-set on a branch head lost
+        │   ├── ConversationBusyError [server]      another live worker drives the conversation
         │   └── FencedOutError                      the writer lost the lease it wrote under
+        │       └── LeaseLostError    [server]      this worker's lease lapsed or was taken over
         ├── ConversationNotFoundError (KeyError)    an unknown conversation id
         └── AttemptNotFoundError      (KeyError)    an unknown attempt id
+
+    Outside the tree (no failure of the library's own):
+    HTTPError               [server]    an answer the server gives with a fixed HTTP status
+    ConformanceError        [stores.conformance] (AssertionError) a store broke the contract
+    ConformanceSkip         [stores.conformance] a check met a store without its capability
+    MockServerError         [testing] (RuntimeError) the mock server process failed
+    UserWarning
+    ├── ReasoningDroppedWarning       reasoning left out of a ``store=False`` request
+    ├── NestedHistoryDisabledWarning  ``nest_handoff_history`` turned off (the server owns it)
+    └── InterruptedToolCallWarning    an open function call closed before the next request
+
+The root and the store errors are defined in :mod:`agents_state_ext._errors_base` (they sit
+lowest); every other class here.
 """
 
 from __future__ import annotations
@@ -46,6 +64,23 @@ from typing import Any
 from agents.exceptions import UserError
 from openai import BadRequestError
 
+from ._errors_base import (
+    AttemptNotFoundError,
+    ConcurrentUpdateError,
+    ConversationNotFoundError,
+    FencedOutError,
+    StateExtError,
+    StoreDataLostError,
+    StoredDataError,
+    StoreError,
+    StoreUnavailableError,
+    StoreValueError,
+)
+from ._errors_base import ConversationBusyError as ConversationBusyError
+from ._errors_base import LeaseLostError as LeaseLostError
+
+# Every name here the package root exports too; the classes marked [...] in the tree are
+# exported from their subpackage instead, so they are defined or imported here but not listed.
 __all__ = [
     "AgentSpecError",
     "ApprovalPendingError",
@@ -61,13 +96,16 @@ __all__ = [
     "HandoffFilterError",
     "IncompleteHistoryError",
     "InputFilterError",
+    "InterruptedToolCallWarning",
     "InvalidTargetError",
     "InvalidTransitionError",
     "MessageContentError",
     "MixedStateOwnerError",
+    "NestedHistoryDisabledWarning",
     "NodeNotFoundError",
     "OpenToolCallsError",
     "PreviousResponseNotFoundError",
+    "ReasoningDroppedWarning",
     "RecordError",
     "RunInProgressError",
     "SDKContractError",
@@ -80,10 +118,6 @@ __all__ = [
     "StoredDataError",
     "TokenizerUnavailableError",
 ]
-
-
-class StateExtError(Exception):
-    """Root of every error agents-state-ext raises on purpose."""
 
 
 class MixedStateOwnerError(StateExtError, UserError, ValueError):
@@ -301,76 +335,6 @@ class InvalidTransitionError(GraphError):
     """The node's status does not allow the action (e.g. streaming into a completed attempt)."""
 
 
-class StoreError(StateExtError):
-    """A conversation store could not do what was asked."""
-
-
-class StoreUnavailableError(StoreError, ConnectionError):
-    """The store's backend could not be reached or did not answer in time: a transient failure.
-
-    A refused or cut connection, a server restarting, a pool with no free connection, a
-    statement or socket timeout. What was asked may or may not have been done (a commit cut
-    after it was sent): read again before writing again. Retrying later is the remedy; the
-    served app answers it as HTTP 503 with ``Retry-After``.
-    """
-
-
-class StoreValueError(StoreError, ValueError):
-    """A value given to a store is one no backend can keep: refused before any write.
-
-    Text that is not valid Unicode (a lone surrogate), a NUL character, a value JSON cannot
-    hold, an id that is not non-empty text, a limit that is not a positive integer. The
-    caller's mistake, not the store's: the served app answers it as HTTP 400 (and an answer of
-    the model that holds such text as ``AnswerNotStored``, 502).
-    """
-
-
-class StoredDataError(StoreError):
-    """What the store holds cannot be read back as the library wrote it (corrupt or missing).
-
-    Not the caller's mistake and not transient: retrying reads the same data. The served app
-    answers it as HTTP 500.
-    """
-
-
-class StoreDataLostError(StoredDataError):
-    """The backend lost data it had acknowledged: a conversation it held is gone.
-
-    Raised, for instance, by ``RedisStore`` when a Redis without persistence restarted under a
-    running worker: the conversation asked for is missing and so is the mark the store left in
-    that namespace when it first used it. The history is gone; nothing starts a new empty one
-    under the same id.
-    """
-
-
-class ConcurrentUpdateError(StoreError):
-    """A compare-and-set on a branch head lost: another writer moved the head first."""
-
-
-class FencedOutError(ConcurrentUpdateError):
-    """A commit's fence no longer holds: the writer lost the lease it wrote under.
-
-    The ledger record the commit was conditioned on (:class:`~agents_state_ext.stores.Fence`)
-    moved past the writer's token (another worker took the conversation over, or the lease was
-    released), so nothing of the commit was written. Unlike a lost head compare-and-set, re-reading
-    and retrying does not help: the writer must stop driving the conversation.
-    """
-
-
-class ConversationNotFoundError(StoreError, KeyError):
-    """A conversation id that the store does not hold."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class AttemptNotFoundError(StoreError, KeyError):
-    """An attempt id that the conversation does not hold."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
 class ApprovalPendingError(InvalidTransitionError):
     """An attempt of the chat is ``awaiting_approval``: its tool calls wait for a decision.
 
@@ -395,3 +359,42 @@ class SDKContractError(StateExtError, RuntimeError):
     def __init__(self, message: str, *, name: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+# -- outside the StateExtError tree --------------------------------------------------------------
+
+
+class HTTPError(Exception):
+    """An error the server answers with a fixed status (not found, unauthorized, busy, ...).
+
+    ``kind`` is the ``type`` of the JSON error body.
+    """
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class ConformanceError(AssertionError):
+    """A store broke the store contract."""
+
+
+class ConformanceSkip(Exception):
+    """A capability check met a store without that capability: it passes by skipping."""
+
+
+class MockServerError(RuntimeError):
+    """The mock server process did not start, died, or refused an admin call."""
+
+
+class ReasoningDroppedWarning(UserWarning):
+    """Reasoning items left out of a ``store=False`` request: the server could not look them up."""
+
+
+class NestedHistoryDisabledWarning(UserWarning):
+    """``nest_handoff_history`` was turned off because the server owns the history."""
+
+
+class InterruptedToolCallWarning(UserWarning):
+    """A function call the server held without output was closed before the next request."""

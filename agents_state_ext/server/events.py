@@ -46,6 +46,7 @@ from ..errors import (
     ContextOverflowError,
     ConversationLockedError,
     ConversationNotFoundError,
+    HTTPError,
     InvalidTargetError,
     InvalidTransitionError,
     NodeNotFoundError,
@@ -93,18 +94,6 @@ class ServerEvent:
 def keep_alive() -> bytes:
     """An SSE comment: keeps proxies from closing a stream that waits on a slow model."""
     return b": keep-alive\n\n"
-
-
-class HTTPError(Exception):
-    """An error the server answers with a fixed status (not found, unauthorized, busy, ...).
-
-    ``kind`` is the ``type`` of the JSON error body.
-    """
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
 
 
 RETRY_AFTER = 2

@@ -49,7 +49,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
-from ..errors import ConcurrentUpdateError, FencedOutError, StoreError
+from ..errors import ConcurrentUpdateError, ConversationBusyError, LeaseLostError, StoreError
 from ..stores.base import Fence, LedgerRecord, LedgerStore
 
 __all__ = [
@@ -64,14 +64,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _ACQUIRE_TRIES = 5  # compare-and-set rounds against other workers racing for a free lease
-
-
-class ConversationBusyError(ConcurrentUpdateError):
-    """Another live worker drives the conversation (HTTP 409); nothing was sent."""
-
-
-class LeaseLostError(FencedOutError):
-    """This worker's lease lapsed or was taken over while it held it: stop driving."""
 
 
 def lease_key(conversation_id: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 from openai import AsyncOpenAI
 
+from ..errors import MockServerError
 from ._admin import ADMIN_PREFIX, request_from_dict
 from ._faults import Fault
 from ._records import RecordedRequest
@@ -25,10 +26,6 @@ from ._replies import Reply
 __all__ = ["MockServer", "MockServerError"]
 
 _LOG_TAIL = 4000
-
-
-class MockServerError(RuntimeError):
-    """The mock server process did not start, died, or refused an admin call."""
 
 
 def _end(process: subprocess.Popen[bytes], grace: float) -> None:

@@ -45,11 +45,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 
+from ...errors import ConformanceError, ConformanceSkip
 from ._support import (
     Check,
-    ConformanceError,
     ConformanceReport,
-    ConformanceSkip,
     StoreFactory,
     sample_graph,
 )

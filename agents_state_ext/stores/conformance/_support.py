@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 
 from ..._graph import ConversationGraph
 from ..._nodes import Node, Role
+from ...errors import ConformanceError, ConformanceSkip
 from ..base import ConversationStore, LedgerStore, TokenCountStore
 
 StoreFactory = Callable[[], Awaitable[ConversationStore]]
@@ -23,14 +24,6 @@ Check = Callable[[StoreFactory], Awaitable[None]]
 
 # Ids no backend may accept: a lone surrogate (not UTF-8), a NUL, empty text, not text.
 BAD_IDS: tuple[Any, ...] = ("\ud800", "a\x00b", "", ["c1"])
-
-
-class ConformanceError(AssertionError):
-    """A store broke the store contract."""
-
-
-class ConformanceSkip(Exception):
-    """A capability check met a store without that capability: it passes by skipping."""
 
 
 @dataclass(frozen=True)
