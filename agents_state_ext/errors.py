@@ -52,8 +52,7 @@ named in brackets (``server``, ``stores.conformance``, ``testing``)::
     ├── NestedHistoryDisabledWarning  ``nest_handoff_history`` turned off (the server owns it)
     └── InterruptedToolCallWarning    an open function call closed before the next request
 
-The root and the store errors are defined in :mod:`agents_state_ext._errors_base` (they sit
-lowest); every other class here.
+The root and the store errors are defined in ``_errors_base`` (lowest), every other one here.
 """
 
 from __future__ import annotations
