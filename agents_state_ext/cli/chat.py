@@ -33,32 +33,17 @@ from rich.markup import escape
 
 from .._agent_spec import agent_option, bind_model, cli_agent
 from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
-from ..chat.records import check_budget
 from ..errors import StateExtError
 from ..stores import InMemoryStore, SQLiteStore
 from ._prompt import LineSource, PipeLines, open_lines
 from ._refs import describe_error
-from .commands import COMMANDS_HELP, Commands
+from .commands import COMMANDS_HELP, Commands, parse_budget
 from .render import make_console, pending_lines
 
 if TYPE_CHECKING:
     from ..testing import Reply, ResponseContext
 
 __all__ = ["chat", "chat_agent", "parse_budget", "sdk_logs_held"]
-
-
-def parse_budget(raw: str | None) -> int | None:
-    """A ``--budget`` / ``/budget`` value: a positive integer (``off`` / ``none``: unbounded)."""
-    if raw is None or raw.strip().lower() in ("off", "none"):
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise click.BadParameter(f"the budget must be a positive integer, got {raw!r}") from None
-    try:
-        return check_budget(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @function_tool(needs_approval=True)

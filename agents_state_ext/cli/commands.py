@@ -10,11 +10,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..chat import Attempt, Conversation
+from ..chat.records import check_budget
 from ..errors import ContextOverflowError, InvalidTargetError
 from ._refs import describe_error, pick, reference, status_text
 from .render import attempt_line, attempts_table, graph_tree, pending_lines, short
 
-__all__ = ["COMMANDS_HELP", "Commands", "replay_options"]
+__all__ = ["COMMANDS_HELP", "Commands", "parse_budget", "replay_options"]
 
 COMMANDS_HELP = """\
   <text>          send a message (the answer streams)
@@ -91,8 +92,6 @@ class Commands:
             if node.status == "invalid":
                 self.say(f"[yellow]note:[/yellow] {_EDITED_AWAY}")
         elif name == "/budget":
-            from .chat import parse_budget
-
             await self.chat.set_budget(parse_budget(_one(rest, "/budget N")))
             self.say(f"budget: {self.chat.budget or '∞'} tokens")
         elif name == "/explain":
@@ -240,6 +239,20 @@ _EDITED_AWAY = (
 
 
 _REPLAY_USAGE = "usage: /replay A [model=NAME] [temperature=T] [top_p=P] [max_tokens=N] [switch]"
+
+
+def parse_budget(raw: str | None) -> int | None:
+    """A ``--budget`` / ``/budget`` value: a positive integer (``off`` / ``none``: unbounded)."""
+    if raw is None or raw.strip().lower() in ("off", "none"):
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise click.BadParameter(f"the budget must be a positive integer, got {raw!r}") from None
+    try:
+        return check_budget(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def replay_options(options: list[str]) -> tuple[str | None, ModelSettings | None]:

@@ -42,31 +42,23 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
-from ..errors import ConcurrentUpdateError, StoreError
 from . import _codec
+from . import _postgres_queries as q
 from ._postgres_outcome import atomic
 from ._postgres_pool import CallGuard, guarded, open_pool, pooled
 from ._postgres_schema import (
-    INSERT_CONVERSATION,
-    INSERT_LEDGER,
     LIST_ATTEMPTS,
     MIGRATIONS,
-    MOVE_HEAD,
-    PATH_SQL,
     SELECT_TOKENS,
-    UPDATE_LEDGER,
     UPSERT_ATTEMPTS,
     UPSERT_RUN_STATE,
-    UPSERT_TOKENS,
-    WRITE_NODES,
     Conn,
     attempt_params,
     attempt_rows,
-    node_params,
     path_nodes,
     read_head,
 )
-from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
+from .base import ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -150,11 +142,7 @@ class PostgresStore(StoreBase):
         _codec.check_id(strategy, "strategy")
         encoded = _codec.encode(dict(meta or {}))
         async with self._connection() as conn, atomic(conn):
-            cur = await conn.execute(
-                INSERT_CONVERSATION, (conversation_id, strategy, encoded, self._clock())
-            )
-            if cur.rowcount == 0:
-                raise StoreError(f"conversation {conversation_id!r} already exists")
+            await q.create_conversation(conn, conversation_id, strategy, encoded, self._clock)
 
     @guarded("read")
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
@@ -179,26 +167,13 @@ class PostgresStore(StoreBase):
     async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, atomic(conn):
-            cur = await conn.execute(
-                "SELECT meta FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise _codec.missing_conversation(conversation_id)
-            merged = _codec.encode({**_codec.decode(row[0]), **meta})
-            await conn.execute(
-                "UPDATE conversations SET meta = %s WHERE id = %s", (merged, conversation_id)
-            )
+            await q.update_conversation_meta(conn, conversation_id, meta)
 
     @guarded("atomic")
     async def delete_conversation(self, conversation_id: str) -> None:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, atomic(conn):
-            # The foreign keys cascade to nodes, attempts, run states and token counts.
-            cur = await conn.execute("DELETE FROM conversations WHERE id = %s", (conversation_id,))
-            if cur.rowcount == 0:
-                raise _codec.missing_conversation(conversation_id)
-            await conn.execute("DELETE FROM ledgers WHERE key = %s", (conversation_id,))
+            await q.delete_conversation(conn, conversation_id)
 
     # -- nodes and heads ---------------------------------------------------------------------
 
@@ -207,28 +182,14 @@ class PostgresStore(StoreBase):
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(node_id, "node id")
         async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT data FROM nodes WHERE conversation_id = %s AND id = %s",
-                (conversation_id, node_id),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                await read_head(conn, conversation_id)
-                raise _codec.missing_node(conversation_id, node_id)
+            row = await q.fetch_node(conn, conversation_id, node_id)
         return _codec.decode_nodes([row[0]])[0]
 
     @guarded("read")
     async def load_graph(self, conversation_id: str) -> ConversationGraph:
         _codec.check_id(conversation_id, "conversation id")
         async with self._connection() as conn, conn.transaction():
-            # One snapshot for the head and the nodes, even across a concurrent delete.
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            head = await read_head(conn, conversation_id)
-            cur = await conn.execute(
-                "SELECT data FROM nodes WHERE conversation_id = %s ORDER BY seq",
-                (conversation_id,),
-            )
-            rows = await cur.fetchall()
+            head, rows = await q.fetch_graph(conn, conversation_id)
         return _codec.graph_of(conversation_id, _codec.decode_nodes(row[0] for row in rows), head)
 
     @guarded("read")
@@ -241,15 +202,8 @@ class PostgresStore(StoreBase):
         limit = _codec.check_limit(limit)
         params = {"cid": conversation_id, "leaf": leaf_id, "limit": limit}
         async with self._connection() as conn:
-            cur = await conn.execute(PATH_SQL, params)
-            rows = await cur.fetchall()
-            if not rows:  # only an empty answer needs a second look: which of three reasons?
-                head = await read_head(conn, conversation_id)
-                missing = leaf_id if leaf_id is not None else head
-                if missing is not None:
-                    raise _codec.missing_node(conversation_id, missing)
-                return []
-        return path_nodes(conversation_id, rows, limit)
+            rows = await q.fetch_path(conn, params)
+        return path_nodes(conversation_id, rows, limit) if rows else []
 
     @guarded("read")
     async def get_head(self, conversation_id: str) -> str | None:
@@ -270,50 +224,15 @@ class PostgresStore(StoreBase):
     ) -> None:
         _codec.check_id(conversation_id, "conversation id")
         rows = _codec.encode_node_rows(nodes)
-        written = {row[0] for row in rows}
         parents = _codec.unknown_parents(rows)
         records = attempt_rows(attempts)
         for head in (expected_head, new_head):
             if head is not None:
                 _codec.check_id(head, "node id")
         fenced = _codec.check_fence(fence)
+        heads = (expected_head, new_head)
         async with self._connection() as conn, atomic(conn):
-            if fenced is not None:
-                # FOR SHARE: a renewal or takeover of the lease waits for this transaction.
-                key, token = fenced
-                cur = await conn.execute(
-                    "SELECT version FROM ledgers WHERE key = %s FOR SHARE", (key,)
-                )
-                row = await cur.fetchone()
-                if row is None or row[0] != token:
-                    raise _codec.fenced_out(key, None if row is None else row[0], token)
-            cur = await conn.execute(MOVE_HEAD, (new_head, conversation_id, expected_head))
-            if cur.rowcount == 0:
-                head = await read_head(conn, conversation_id)
-                raise ConcurrentUpdateError(
-                    f"conversation {conversation_id!r}: head is {head!r},"
-                    f" expected {expected_head!r}"
-                )
-            if parents:
-                cur = await conn.execute(
-                    "SELECT id FROM nodes WHERE conversation_id = %s AND id = ANY(%s)",
-                    (conversation_id, list(parents)),
-                )
-                found = {row[0] for row in await cur.fetchall()}
-                for parent, child in parents.items():
-                    if parent not in found:
-                        raise _codec.missing_parent(conversation_id, child, parent)
-            if rows:
-                await conn.execute(WRITE_NODES, node_params(conversation_id, rows))
-            if new_head is not None and new_head not in written:
-                cur = await conn.execute(
-                    "SELECT 1 FROM nodes WHERE conversation_id = %s AND id = %s",
-                    (conversation_id, new_head),
-                )
-                if await cur.fetchone() is None:
-                    raise _codec.missing_node(conversation_id, new_head)
-            if records:
-                await conn.execute(UPSERT_ATTEMPTS, attempt_params(conversation_id, records))
+            await q.commit(conn, conversation_id, rows, records, heads, parents, fenced)
 
     # -- attempts ----------------------------------------------------------------------------
 
@@ -332,16 +251,7 @@ class PostgresStore(StoreBase):
         _codec.check_id(conversation_id, "conversation id")
         _codec.check_id(attempt_id, "attempt id")
         async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT data FROM attempts WHERE conversation_id = %s AND attempt_id = %s",
-                (conversation_id, attempt_id),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                await read_head(conn, conversation_id)
-                raise AttemptNotFoundError(
-                    f"no attempt {attempt_id!r} in conversation {conversation_id!r}"
-                )
+            row = await q.fetch_attempt(conn, conversation_id, attempt_id)
         return _codec.decode_attempt(row[0])
 
     @guarded("read")
@@ -432,16 +342,7 @@ class PostgresStore(StoreBase):
         expected_version = _codec.check_version(expected_version)
         holder, until = _codec.check_hold(holder, held_until)
         async with self._connection() as conn, atomic(conn):
-            if expected_version == 0:
-                cur = await conn.execute(INSERT_LEDGER, (key, blob, holder, until))
-            else:
-                cur = await conn.execute(
-                    UPDATE_LEDGER, (blob, holder, until, key, expected_version)
-                )
-            if cur.rowcount == 0:
-                cur = await conn.execute("SELECT version FROM ledgers WHERE key = %s", (key,))
-                row = await cur.fetchone()
-                raise _codec.ledger_conflict(key, 0 if row is None else row[0], expected_version)
+            await q.put_ledger(conn, key, blob, expected_version, (holder, until))
         return expected_version + 1
 
     @guarded("idempotent")
@@ -459,16 +360,7 @@ class PostgresStore(StoreBase):
         _codec.check_id(conversation_id, "conversation id")
         checked = _codec.check_counts(encoding, counts)
         async with self._connection() as conn:
-            if not checked:
-                await read_head(conn, conversation_id)
-                return
-            try:
-                await conn.execute(
-                    UPSERT_TOKENS,
-                    (conversation_id, encoding, list(checked), list(checked.values())),
-                )
-            except errors.ForeignKeyViolation as exc:
-                raise _codec.missing_conversation(conversation_id) from exc
+            await q.put_token_counts(conn, conversation_id, encoding, checked)
 
     @guarded("read")
     async def get_token_counts(

@@ -23,35 +23,21 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
-from operator import itemgetter
 from typing import Any
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
-from ..errors import ConcurrentUpdateError, StoreError
+from ..errors import StoreError
 from . import _codec
-from ._sqlite_schema import (
-    MIGRATIONS,
-    PATH_ALL,
-    PATH_LAST,
-    UPSERT_ATTEMPT,
-    UPSERT_LEDGER,
-    UPSERT_TOKENS,
-    check_chain,
-    check_parents,
-    read_head,
-    write_nodes,
-)
+from . import _sqlite_queries as q
+from ._sqlite_schema import MIGRATIONS, read_head
 from ._sqlite_worker import SQLiteWorker
-from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
+from .base import ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
-
-_DEPTH = itemgetter(0)
 
 
 class SQLiteStore(StoreBase):
@@ -92,120 +78,51 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"a SQLite URL has no host: {url!r}")
         return cls(rest[1:] or ":memory:", **kwargs)
 
-    # -- conversations -----------------------------------------------------------------------
+    # -- conversations: each method checks its arguments, then its query runs on the worker --
 
     async def create_conversation(
         self, conversation_id: str, *, strategy: str, meta: Mapping[str, Any] | None = None
     ) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         row = (cid, _codec.check_id(strategy, "strategy"), _codec.encode(dict(meta or {})))
-
-        def work(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "INSERT INTO conversations (id, strategy, meta, created_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (id) DO NOTHING",
-                (*row, self._clock()),
-            )
-            if cur.rowcount == 0:
-                raise StoreError(f"conversation {cid!r} already exists")
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.create_conversation(c, row, self._clock))
 
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
         cid = _codec.check_id(conversation_id, "conversation id")
-
-        def work(conn: sqlite3.Connection) -> ConversationInfo:
-            row = conn.execute(
-                "SELECT strategy, meta, created_at FROM conversations WHERE id = ?", (cid,)
-            ).fetchone()
-            if row is None:
-                raise _codec.missing_conversation(cid)
-            return ConversationInfo(cid, row[0], _codec.decode(row[1]), row[2])
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_conversation(c, cid))
 
     async def list_conversations(self) -> list[str]:
-        def work(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute("SELECT id FROM conversations ORDER BY seq")]
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", q.list_conversations)
 
     async def update_conversation_meta(self, conversation_id: str, meta: Mapping[str, Any]) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         update = dict(meta)
         _codec.encode(update)
-
-        def work(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT meta FROM conversations WHERE id = ?", (cid,)).fetchone()
-            if row is None:
-                raise _codec.missing_conversation(cid)
-            merged = _codec.encode({**_codec.decode(row[0]), **update})
-            conn.execute("UPDATE conversations SET meta = ? WHERE id = ?", (merged, cid))
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.update_conversation_meta(c, cid, update))
 
     async def delete_conversation(self, conversation_id: str) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
-
-        def work(conn: sqlite3.Connection) -> None:
-            read_head(conn, cid)
-            for table in ("token_counts", "run_states", "attempts", "nodes"):
-                conn.execute(f"DELETE FROM {table} WHERE conversation_id = ?", (cid,))
-            conn.execute("DELETE FROM conversations WHERE id = ?", (cid,))
-            conn.execute("DELETE FROM ledgers WHERE key = ?", (cid,))
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.delete_conversation(c, cid))
 
     # -- nodes and heads ---------------------------------------------------------------------
 
     async def get_node(self, conversation_id: str, node_id: str) -> Node:
         cid = _codec.check_id(conversation_id, "conversation id")
         nid = _codec.check_id(node_id, "node id")
-
-        def work(conn: sqlite3.Connection) -> Node:
-            row = conn.execute(
-                "SELECT data FROM nodes WHERE conversation_id = ? AND id = ?", (cid, nid)
-            ).fetchone()
-            if row is None:
-                read_head(conn, cid)
-                raise _codec.missing_node(cid, nid)
-            return _codec.decode_nodes([row[0]])[0]
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_node(c, cid, nid))
 
     async def load_graph(self, conversation_id: str) -> ConversationGraph:
         cid = _codec.check_id(conversation_id, "conversation id")
-
-        def work(conn: sqlite3.Connection) -> ConversationGraph:
-            head = read_head(conn, cid)
-            rows = conn.execute(
-                "SELECT data FROM nodes WHERE conversation_id = ? ORDER BY seq", (cid,)
-            ).fetchall()
-            return _codec.graph_of(cid, _codec.decode_nodes([r[0] for r in rows]), head)
-
-        return await self._worker.run("snapshot", work)  # one snapshot for the head and the nodes
+        # One snapshot for the head and the nodes.
+        return await self._worker.run("snapshot", lambda c: q.load_graph(c, cid))
 
     async def active_path(
         self, conversation_id: str, leaf_id: str | None = None, *, limit: int | None = None
     ) -> list[Node]:
         cid = _codec.check_id(conversation_id, "conversation id")
         leaf = None if leaf_id is None else _codec.check_id(leaf_id, "node id")
-        last = _codec.check_limit(limit)
-        params = {"cid": cid, "leaf": leaf, "limit": last}
-
-        def work(conn: sqlite3.Connection) -> list[Node]:
-            rows = conn.execute(PATH_ALL if last is None else PATH_LAST, params).fetchall()
-            if not rows:
-                # Only an empty answer needs a second look: which of the three reasons?
-                head = read_head(conn, cid)
-                if leaf is not None or head is not None:
-                    raise _codec.missing_node(cid, leaf or str(head))
-                return []
-            rows.sort(key=_DEPTH, reverse=True)
-            check_chain(cid, rows, last)
-            return _codec.decode_nodes([r[4] for r in rows])
-
-        return await self._worker.run("read", work)
+        params = {"cid": cid, "leaf": leaf, "limit": _codec.check_limit(limit)}
+        return await self._worker.run("read", lambda c: q.active_path(c, params))
 
     async def get_head(self, conversation_id: str) -> str | None:
         cid = _codec.check_id(conversation_id, "conversation id")
@@ -227,62 +144,24 @@ class SQLiteStore(StoreBase):
         for head_id in (expected_head, new_head):
             if head_id is not None:
                 _codec.check_id(head_id, "node id")
-        written = {row[0] for row in rows}
         parents = _codec.unknown_parents(rows)
         fenced = _codec.check_fence(fence)
-
-        def work(conn: sqlite3.Connection) -> None:
-            if fenced is not None:  # BEGIN IMMEDIATE: no other writer until this one ends
-                key, token = fenced
-                row = conn.execute("SELECT version FROM ledgers WHERE key = ?", (key,)).fetchone()
-                if row is None or row[0] != token:
-                    raise _codec.fenced_out(key, None if row is None else row[0], token)
-            head = read_head(conn, cid)
-            if head != expected_head:
-                raise ConcurrentUpdateError(
-                    f"conversation {cid!r}: head is {head!r}, expected {expected_head!r}"
-                )
-            check_parents(conn, cid, parents)
-            write_nodes(conn, cid, rows)
-            if new_head is not None and new_head not in written:
-                found = conn.execute(
-                    "SELECT 1 FROM nodes WHERE conversation_id = ? AND id = ?", (cid, new_head)
-                ).fetchone()
-                if found is None:
-                    raise _codec.missing_node(cid, new_head)
-            conn.executemany(UPSERT_ATTEMPT, records)
-            if new_head != head:
-                conn.execute("UPDATE conversations SET head = ? WHERE id = ?", (new_head, cid))
-
-        await self._worker.run("write", work)
+        heads = (expected_head, new_head)
+        await self._worker.run(
+            "write", lambda c: q.commit(c, cid, rows, records, heads, parents, fenced)
+        )
 
     # -- attempts ----------------------------------------------------------------------------
 
     async def put_attempt(self, conversation_id: str, record: AttemptRecord) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         row = (cid, *_codec.attempt_row(record))
-
-        def work(conn: sqlite3.Connection) -> None:
-            read_head(conn, cid)
-            conn.execute(UPSERT_ATTEMPT, row)
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.put_attempt(c, row))
 
     async def get_attempt(self, conversation_id: str, attempt_id: str) -> AttemptRecord:
         cid = _codec.check_id(conversation_id, "conversation id")
         aid = _codec.check_id(attempt_id, "attempt id")
-
-        def work(conn: sqlite3.Connection) -> AttemptRecord:
-            row = conn.execute(
-                "SELECT data FROM attempts WHERE conversation_id = ? AND attempt_id = ?",
-                (cid, aid),
-            ).fetchone()
-            if row is None:
-                read_head(conn, cid)
-                raise AttemptNotFoundError(f"no attempt {aid!r} in conversation {cid!r}")
-            return _codec.decode_attempt(row[0])
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_attempt(c, cid, aid))
 
     async def list_attempts(
         self, conversation_id: str, *, message_id: str | None = None
@@ -297,73 +176,30 @@ class SQLiteStore(StoreBase):
             )
         # Same order as _codec.start_order: unset start times last, ties by first write.
         sql += " ORDER BY started_at IS NULL, started_at, seq"
-
-        def work(conn: sqlite3.Connection) -> list[AttemptRecord]:
-            rows = conn.execute(sql, args).fetchall()
-            if not rows:
-                read_head(conn, cid)
-            return [_codec.decode_attempt(r[0]) for r in rows]
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.list_attempts(c, cid, sql, args))
 
     # -- paused runs -------------------------------------------------------------------------
 
     async def put_run_state(self, conversation_id: str, attempt_id: str, blob: str) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         row = (cid, _codec.check_id(attempt_id, "attempt id"), _codec.check_blob(blob))
-
-        def work(conn: sqlite3.Connection) -> None:
-            read_head(conn, cid)
-            conn.execute(
-                "INSERT INTO run_states (conversation_id, attempt_id, data, updated_at)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, attempt_id) DO UPDATE SET"
-                " data = excluded.data, updated_at = excluded.updated_at",
-                (*row, self._clock()),
-            )
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.put_run_state(c, row, self._clock))
 
     async def get_run_state(self, conversation_id: str, attempt_id: str) -> str | None:
         cid = _codec.check_id(conversation_id, "conversation id")
         aid = _codec.check_id(attempt_id, "attempt id")
-
-        def work(conn: sqlite3.Connection) -> str | None:
-            found = conn.execute(
-                "SELECT data FROM run_states WHERE conversation_id = ? AND attempt_id = ?",
-                (cid, aid),
-            ).fetchone()
-            if found is None:
-                read_head(conn, cid)
-                return None
-            data: str = found[0]
-            return data
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_run_state(c, cid, aid))
 
     async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         cid = _codec.check_id(conversation_id, "conversation id")
         aid = _codec.check_id(attempt_id, "attempt id")
-
-        def work(conn: sqlite3.Connection) -> None:
-            read_head(conn, cid)
-            conn.execute(
-                "DELETE FROM run_states WHERE conversation_id = ? AND attempt_id = ?", (cid, aid)
-            )
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.delete_run_state(c, cid, aid))
 
     # -- ledger (capability) -----------------------------------------------------------------
 
     async def get_ledger(self, key: str) -> LedgerRecord | None:
         checked = _codec.check_id(key, "ledger key")
-
-        def work(conn: sqlite3.Connection) -> LedgerRecord | None:
-            row = conn.execute(
-                "SELECT blob, version, holder, held_until FROM ledgers WHERE key = ?", (checked,)
-            ).fetchone()
-            return None if row is None else LedgerRecord(row[0], int(row[1]), row[2], row[3])
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_ledger(c, checked))
 
     async def put_ledger(
         self,
@@ -378,24 +214,13 @@ class SQLiteStore(StoreBase):
         text = _codec.check_blob(blob)
         expected = _codec.check_version(expected_version)
         hold = _codec.check_hold(holder, held_until)
-
-        def work(conn: sqlite3.Connection) -> int:
-            row = conn.execute("SELECT version FROM ledgers WHERE key = ?", (checked,)).fetchone()
-            stored = 0 if row is None else int(row[0])
-            if stored != expected:
-                raise _codec.ledger_conflict(checked, stored, expected)
-            conn.execute(UPSERT_LEDGER, (checked, text, stored + 1, *hold))
-            return stored + 1
-
-        return await self._worker.run("write", work)
+        return await self._worker.run(
+            "write", lambda c: q.put_ledger(c, checked, text, expected, hold)
+        )
 
     async def delete_ledger(self, key: str) -> None:
         checked = _codec.check_id(key, "ledger key")
-
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM ledgers WHERE key = ?", (checked,))
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.delete_ledger(c, checked))
 
     # -- token counts (capability) -----------------------------------------------------------
 
@@ -405,12 +230,7 @@ class SQLiteStore(StoreBase):
         cid = _codec.check_id(conversation_id, "conversation id")
         checked = _codec.check_counts(encoding, counts)
         rows = [(cid, encoding, node_id, tokens) for node_id, tokens in checked.items()]
-
-        def work(conn: sqlite3.Connection) -> None:
-            read_head(conn, cid)
-            conn.executemany(UPSERT_TOKENS, rows)
-
-        await self._worker.run("write", work)
+        await self._worker.run("write", lambda c: q.put_token_counts(c, cid, rows))
 
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
@@ -423,14 +243,7 @@ class SQLiteStore(StoreBase):
             wanted = [_codec.check_id(node_id, "node id") for node_id in node_ids]
             sql += " AND node_id IN (SELECT value FROM json_each(?))"
             args = (cid, enc, json.dumps(wanted))
-
-        def work(conn: sqlite3.Connection) -> dict[str, int]:
-            rows = conn.execute(sql, args).fetchall()
-            if not rows:
-                read_head(conn, cid)
-            return {node_id: int(tokens) for node_id, tokens in rows}
-
-        return await self._worker.run("read", work)
+        return await self._worker.run("read", lambda c: q.get_token_counts(c, cid, sql, args))
 
     # -- plumbing ----------------------------------------------------------------------------
 
