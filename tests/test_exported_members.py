@@ -173,14 +173,20 @@ PUBLIC = {
     "agents_state_ext.chat": [
         "STRATEGIES",
         "Attempt",
+        "AttemptEvent",
         "Conversation",
         "GraphSession",
         "PendingApproval",
         "Replay",
         "ReplayObstacle",
         "ReplayReport",
+        "ServerConversations",
         "WriteGuard",
+        "check_budget",
+        "fence_args",
         "open_conversation",
+        "store_in_place",
+        "update_stored",
     ],
 }
 MODULES = {

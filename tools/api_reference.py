@@ -58,9 +58,18 @@ def signature(name: str, obj: Any) -> str:
     return f"{name}(\n" + "\n".join(lines) + "\n" + tail.replace("'", "")
 
 
+def _own(cls: type) -> dict[str, Any]:
+    """``cls``'s members, with those of its private bases in the package (mixins) after them."""
+    found = dict(cls.__dict__)
+    for base in cls.__mro__[1:]:
+        if base.__name__.startswith("_") and base.__module__.startswith("agents_state_ext"):
+            found.update({k: v for k, v in base.__dict__.items() if k not in found})
+    return found
+
+
 def members(cls: type) -> list[str]:
     lines = []
-    for attr, value in cls.__dict__.items():
+    for attr, value in _own(cls).items():
         if attr.startswith("_"):
             continue
         if isinstance(value, property):

@@ -32,8 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._agent_spec import agent_option, bind_model, cli_agent
-from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
-from ..chat.records import check_budget
+from ..chat import STRATEGIES, Attempt, Conversation, check_budget, open_conversation
 from ..errors import StateExtError
 from ..stores import InMemoryStore, SQLiteStore
 from ._prompt import LineSource, PipeLines, open_lines

@@ -22,8 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from .._attempts import AttemptRecord
-from ..chat import Attempt, Conversation
-from ..chat.attempt import AttemptEvent
+from ..chat import Attempt, AttemptEvent, Conversation
 from ..stores import ConversationStore
 from .events import HTTPError, ServerEvent, error_body, error_status, keep_alive
 from .leases import ConversationBusyError, HeldLease, LeaseManager
