@@ -184,6 +184,7 @@ PUBLIC = {
         "WriteGuard",
         "check_budget",
         "fence_args",
+        "marked_interrupted",
         "open_conversation",
         "store_in_place",
         "update_stored",

@@ -27,7 +27,7 @@ from agents_state_ext.testing import MockResponsesAPI, Reply
 _ROOT = str(Path(agents_state_ext.__file__).resolve().parent)
 
 
-def _module(frame: FrameType | None) -> str | None:
+def _module(frame: FrameType | None, testing: bool) -> str | None:
     """The package module ``frame`` runs in (``chat.turn``, ``_graph``, ...), else ``None``."""
     if frame is None:
         return None
@@ -35,21 +35,24 @@ def _module(frame: FrameType | None) -> str | None:
     if not filename.startswith(_ROOT):
         return None
     relative = filename[len(_ROOT) + 1 :].removesuffix(".py").replace("/", ".")
-    return relative.removesuffix(".__init__") or "__init__"
+    name = relative.removesuffix(".__init__") or "__init__"
+    return None if name.startswith("testing") and not testing else name
 
 
-async def _trace(strategy: str) -> tuple[collections.Counter[tuple[str, str]], set[str]]:
+async def _trace(
+    strategy: str, testing: bool
+) -> tuple[collections.Counter[tuple[str, str]], set[str]]:
     edges: collections.Counter[tuple[str, str]] = collections.Counter()
     touched: set[str] = set()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
             return
-        callee = _module(frame)
+        callee = _module(frame, testing)
         if callee is None:
             return
         touched.add(callee)
-        caller = _module(frame.f_back)
+        caller = _module(frame.f_back, testing)
         if caller is not None and caller != callee:
             edges[(caller, callee)] += 1
 
@@ -71,10 +74,11 @@ async def _trace(strategy: str) -> tuple[collections.Counter[tuple[str, str]], s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--strategy", default="replay")
+    parser.add_argument("--testing", action="store_true", help="count the testing kit too")
     parser.add_argument("--calls", action="store_true", help="print every edge with its count")
     args = parser.parse_args(argv)
     set_tracing_disabled(True)
-    edges, touched = asyncio.run(_trace(args.strategy))
+    edges, touched = asyncio.run(_trace(args.strategy, args.testing))
     pairs = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
     print(f"modules touched: {len(touched)}")
     for name in sorted(touched):

@@ -7,7 +7,7 @@ from .attempt import Attempt
 from .commits import store_in_place
 from .conversation import Conversation
 from .events import AttemptEvent
-from .forks import ServerConversations, update_stored
+from .forks import ServerConversations, marked_interrupted, update_stored
 from .guard import WriteGuard, fence_args
 from .opening import STRATEGIES, open_conversation
 from .records import check_budget
@@ -28,6 +28,7 @@ __all__ = [
     "WriteGuard",
     "check_budget",
     "fence_args",
+    "marked_interrupted",
     "open_conversation",
     "store_in_place",
     "update_stored",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import FencedOutError
-from .forks import ServerConversations, update_stored
+from .forks import ServerConversations, merged_from, update_stored
 from .guard import WriteGuard
 from .records import check_budget
 
@@ -114,12 +114,7 @@ class Held:
         touched, self.touched = self.touched, set()
         if not touched:
             return
-        deps = self._deps
-
-        def merge(stored: ServerConversations) -> None:
-            for conversation_id in sorted(touched):
-                stored.merge(self.servers, conversation_id)
-
+        deps, merge = self._deps, merged_from(self, touched)
         try:
             self.servers = await update_stored(deps.store, deps.id, merge, self.guard)
         except FencedOutError:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
-from ..chat import ServerConversations, WriteGuard, store_in_place, update_stored
+from ..chat import WriteGuard, marked_interrupted, store_in_place, update_stored
 from ..stores.base import ConversationStore
 
 Found = tuple[str | None, list[Node], list[AttemptRecord]]
@@ -95,12 +95,7 @@ async def _mark_server_conversations(
     names = sorted(s for s in servers if isinstance(s, str))
     if not names:
         return
-
-    def mark(known: ServerConversations) -> None:
-        for name in names:
-            known.interrupted(name)
-
-    await update_stored(store, conversation_id, mark, guard)
+    await update_stored(store, conversation_id, marked_interrupted(names), guard)
 
 
 def _close(
