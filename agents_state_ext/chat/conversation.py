@@ -11,6 +11,10 @@ What differs between the strategies — what a request carries, the ``Conversati
 runs under, how a completion is recorded, what the cursor is — is asked of one strategy object
 (:mod:`.strategies`); this module has no strategy switch.
 
+The class has public methods only. A handle is its frozen dependencies (:mod:`.deps`), its
+book of writes (:mod:`.writes`: the graph, the head, the settings) and, per attempt, a
+``Turn`` run by the turn pipeline (:mod:`.turn`); the methods start turns and read the book.
+
 The server cursor has one owner: the chat's graph. Each complete assistant node carries the
 response id it ended with (``meta["response_id"]``) and, under the conversation strategy, the
 server conversation it was sent on (``meta["server_conversation"]``); the chat's
