@@ -173,14 +173,21 @@ PUBLIC = {
     "agents_state_ext.chat": [
         "STRATEGIES",
         "Attempt",
+        "AttemptEvent",
         "Conversation",
         "GraphSession",
         "PendingApproval",
         "Replay",
         "ReplayObstacle",
         "ReplayReport",
+        "ServerConversations",
         "WriteGuard",
+        "check_budget",
+        "fence_args",
+        "marked_interrupted",
         "open_conversation",
+        "store_in_place",
+        "update_stored",
     ],
 }
 MODULES = {

@@ -69,9 +69,21 @@ def _documented(cls: type) -> list[type]:
     return [*reversed(folded), cls]
 
 
+def _own(cls: type) -> dict[str, Any]:
+    """``cls``'s members (after those of its bases in :data:`FOLDED_BASES`), then those of its
+    private bases in the package (mixins)."""
+    found: dict[str, Any] = {}
+    for klass in _documented(cls):
+        found.update(klass.__dict__)
+    for base in cls.__mro__[1:]:
+        if base.__name__.startswith("_") and base.__module__.startswith("agents_state_ext"):
+            found.update({k: v for k, v in base.__dict__.items() if k not in found})
+    return found
+
+
 def members(cls: type) -> list[str]:
     lines = []
-    for attr, value in itertools.chain.from_iterable(k.__dict__.items() for k in _documented(cls)):
+    for attr, value in _own(cls).items():
         if attr.startswith("_"):
             continue
         if isinstance(value, property):

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from .approvals import PendingApproval
 from .attempt import Attempt
+from .commits import store_in_place
 from .conversation import Conversation
-from .guard import WriteGuard
+from .events import AttemptEvent
+from .forks import ServerConversations, marked_interrupted, update_stored
+from .guard import WriteGuard, fence_args
 from .opening import STRATEGIES, open_conversation
-from .plan import Replay, ReplayObstacle, ReplayReport
+from .records import check_budget
+from .replay import Replay, ReplayObstacle, ReplayReport
 from .session import GraphSession
 
 __all__ = [
     "STRATEGIES",
     "Attempt",
+    "AttemptEvent",
     "Conversation",
     "GraphSession",
     "PendingApproval",
     "Replay",
     "ReplayObstacle",
     "ReplayReport",
+    "ServerConversations",
     "WriteGuard",
+    "check_budget",
+    "fence_args",
+    "marked_interrupted",
     "open_conversation",
+    "store_in_place",
+    "update_stored",
 ]

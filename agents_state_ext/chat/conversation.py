@@ -11,6 +11,10 @@ What differs between the strategies — what a request carries, the ``Conversati
 runs under, how a completion is recorded, what the cursor is — is asked of one strategy object
 (:mod:`.strategies`); this module has no strategy switch.
 
+The class has public methods only. A handle is its frozen dependencies (:mod:`.deps`), its
+book of writes (:mod:`.writes`: the graph, the head, the settings) and, per attempt, a
+``Turn`` run by the turn pipeline (:mod:`.turn`); the methods start turns and read the book.
+
 The server cursor has one owner: the chat's graph. Each complete assistant node carries the
 response id it ended with (``meta["response_id"]``) and, under the conversation strategy, the
 server conversation it was sent on (``meta["server_conversation"]``); the chat's
@@ -39,12 +43,11 @@ the other handle made active. :meth:`Conversation.refresh` re-reads the store on
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agents import Agent, ModelSettings
-from agents.result import RunResultBase
 from openai import AsyncOpenAI
 
 from .._attempts import AttemptDiff, AttemptRecord
@@ -53,43 +56,26 @@ from .._context import ContextIndex
 from .._graph import ConversationGraph
 from .._nodes import Node
 from .._run_config import as_run_config
-from .._state import ConversationState, StrategyName
-from .._status import FINAL
-from .._status import IN_FLIGHT as _IN_FLIGHT
-from .._tokens import MessageCounter, TokenCounter, counts_exactly
-from ..errors import (
-    AttemptNotFoundError,
-    ConcurrentUpdateError,
-    InvalidTransitionError,
-    StoreUnavailableError,
-)
+from .._state import StrategyName
+from .._tokens import MessageCounter, TokenCounter
+from ..errors import AttemptNotFoundError, InvalidTransitionError
 from ..stores import ConversationStore
-from .approvals import PendingApproval, read_approvals
+from .approving import _Approvals, ready, settle
 from .attempt import Attempt
-from .counts import save_counts
+from .deps import ChatDeps
 from .guard import WriteGuard
-from .parking import Parking, interruptions, output_items
-from .plan import Replay, start_replay
-from .records import (
-    check_budget,
-    check_prompt_version,
-    explained,
-    invalidations,
-    model_name,
-    new_record,
-    read_part,
-    reasoning,
-    response_id,
-    usage,
-)
+from .parking import drop
+from .records import check_budget, check_prompt_version, explained, model_name, read_part
+from .replay import Replay, start_replay
 from .session import GraphSession
-from .strategies import ChatStrategy, strategy_for
+from .strategies import strategy_for
+from .turn import check_idle, start
 from .writes import Writes
 
 __all__ = ["Conversation"]
 
 
-class Conversation:
+class Conversation(_Approvals):
     """One chat in a store, under one strategy; build it with ``await open_conversation(...)``.
 
     Actions start an :class:`Attempt` running in the current event loop and return it at
@@ -113,41 +99,56 @@ class Conversation:
         meta: Mapping[str, Any],
         id_factory: Callable[[str], str] | None = None,
     ) -> None:
-        self.store = store
-        self.graph = graph
-        self.id = graph.conversation_id
-        self.agent = agent
-        self.counter: MessageCounter = counter or TokenCounter(model_name(agent), estimate=True)
-        self.client = client
-        self._prompt_version = prompt_version
-        self.fork = fork
-        self.runner_kwargs = dict(runner_kwargs or {})
-        if "run_config" in self.runner_kwargs:
-            self.runner_kwargs["run_config"] = as_run_config(self.runner_kwargs["run_config"])
-        self._budget = check_budget(budget)
-        self._id_factory = id_factory
-        self._index = ContextIndex()
-        self.guard: WriteGuard | None = None
+        kwargs = dict(runner_kwargs or {})
+        if "run_config" in kwargs:
+            kwargs["run_config"] = as_run_config(kwargs["run_config"])
+        deps = ChatDeps(
+            store=store,
+            id=graph.conversation_id,
+            strategy=strategy_for(strategy, graph.conversation_id, meta),
+            counter=counter or TokenCounter(model_name(agent), estimate=True),
+            client=client,
+            fork=fork,
+            runner_kwargs=kwargs,
+            id_factory=id_factory,
+            index=ContextIndex(),
+        )
+        book = Writes(deps, graph, meta, budget=check_budget(budget), prompt_version=prompt_version)
+        self._book = book
+        self._deps = dataclasses.replace(deps, session=GraphSession(deps, book))
+        self.store, self.id, self.agent = store, deps.id, agent
+        self.counter, self.client, self.fork = deps.counter, client, fork
+        self.runner_kwargs = kwargs
+        self._in_flight: Attempt | None = None
+
+    # -- the handle --------------------------------------------------------------------------
+
+    @property
+    def graph(self) -> ConversationGraph:
+        """The chat's graph, as this handle last read or changed it."""
+        return self._book.graph
+
+    @property
+    def guard(self) -> WriteGuard | None:
         """Fences every commit and vets every request of this handle (see ``WriteGuard``):
         ``agents-state-ext serve`` sets its lease here. ``None``: no fence."""
-        self._in_flight: Attempt | None = None
-        self._first_root: str | None = None
-        self._writes = Writes(self)
-        self._parking = Parking(self)
-        self._session = GraphSession(self)
-        self._strategy: ChatStrategy = strategy_for(strategy, self, meta)
+        return self._book.guard
+
+    @guard.setter
+    def guard(self, value: WriteGuard | None) -> None:
+        self._book.guard = value
 
     # -- settings ----------------------------------------------------------------------------
 
     @property
     def strategy(self) -> StrategyName:
         """The strategy's name: who owns the history (``replay``, ``previous_response``, ...)."""
-        return self._strategy.name
+        return self._deps.strategy.name
 
     @property
     def budget(self) -> int | None:
         """The token budget of each request (``None``: unbounded); see :meth:`set_budget`."""
-        return self._budget
+        return self._book.budget
 
     @budget.setter
     def budget(self, value: int | None) -> None:
@@ -157,14 +158,12 @@ class Conversation:
 
     async def set_budget(self, value: int | None) -> None:
         """Check and store a new token budget for the next attempts (``ValueError`` if invalid)."""
-        budget = check_budget(value)
-        await self.store.update_conversation_meta(self.id, {"budget": budget})
-        self._budget = budget
+        await self._book.keep_setting("budget", check_budget(value))
 
     @property
     def prompt_version(self) -> str | None:
         """The prompt version recorded on each attempt; see :meth:`set_prompt_version`."""
-        return self._prompt_version
+        return self._book.prompt_version
 
     @prompt_version.setter
     def prompt_version(self, value: str | None) -> None:
@@ -174,35 +173,33 @@ class Conversation:
 
     async def set_prompt_version(self, value: str | None) -> None:
         """Store a new prompt version, recorded on the next attempts (``TypeError`` if not text)."""
-        version = check_prompt_version(value)
-        await self.store.update_conversation_meta(self.id, {"prompt_version": version})
-        self._prompt_version = version
+        await self._book.keep_setting("prompt_version", check_prompt_version(value))
 
     # -- reading from memory -----------------------------------------------------------------
 
     @property
     def in_flight(self) -> Attempt | None:
         """The attempt still running, if any."""
-        return self._in_flight
+        return self._in_flight if self._book.running is not None else None
 
     def active_path(self) -> list[Node]:
         """The active branch, root first."""
-        self._session.settle(read=True)
+        settle(self._deps)
         return self.graph.active_path()
 
     def node(self, node_id: str) -> Node:
         """One message (``NodeNotFoundError`` if unknown)."""
-        self._session.settle(read=True)
+        settle(self._deps)
         return self.graph.get(node_id)
 
     def siblings(self, node_id: str) -> list[Node]:
         """The alternatives to a message: earlier attempts, or earlier versions of an edit."""
-        self._session.settle(read=True)
+        settle(self._deps)
         return self.graph.siblings(node_id)
 
     def branches(self) -> list[str]:
         """The leaf id of every branch, oldest first."""
-        self._session.settle(read=True)
+        settle(self._deps)
         return self.graph.branches()
 
     @property
@@ -213,7 +210,7 @@ class Conversation:
         branch. conversation: the server conversation holding exactly this branch, or ``None``
         when the next attempt forks a new one. ``None`` for replay and session.
         """
-        return self._strategy.cursor(self.graph.active_path())
+        return self._deps.strategy.cursor(self._book, self.graph.active_path())
 
     def session(self) -> GraphSession:
         """An SDK ``Session`` following this chat's active branch (for ``Runner`` yourself).
@@ -225,15 +222,12 @@ class Conversation:
         server owns the history, so a session would be a second owner (its turns would carry
         no server cursor to continue from) and ``MixedStateOwnerError`` is raised.
         """
-        self._strategy.check_session()
-        return self._session
+        self._deps.strategy.check_session(self._deps)
+        session = self._deps.session
+        assert session is not None
+        return session
 
     # -- reading from the store --------------------------------------------------------------
-
-    async def _ready(self, *, read: bool = False) -> None:
-        """File a finished ``chat.session()`` run and wait for this handle's pending writes."""
-        self._session.settle(read=read)
-        await self._writes.sync()
 
     async def refresh(self) -> None:
         """Re-read the graph, its head and the chat's settings from the store.
@@ -241,39 +235,22 @@ class Conversation:
         Shows what another handle or process changed. ``InvalidTransitionError`` while an
         attempt runs in this handle (await or stop it first).
         """
-        await self._ready(read=True)
-        if self._in_flight is not None:
+        await ready(self._deps, self._book, read=True)
+        attempt = self.in_flight
+        if attempt is not None:
             raise InvalidTransitionError(
-                f"cannot refresh: attempt {self._in_flight.id} is still running; await or stop it"
+                f"cannot refresh: attempt {attempt.id} is still running; await or stop it"
             )
-        await self._writes.reload()
-
-    async def awaiting_approval(self) -> Attempt | None:
-        """The attempt whose tool calls wait for a decision, if any (see :meth:`resume`).
-
-        Read from the store, so a pause or a decision of another handle or process shows.
-        """
-        await self._ready(read=True)
-        return await self._parking.attempt()
-
-    async def pending_approvals(self) -> list[PendingApproval]:
-        """The tool calls the attempt ``awaiting_approval`` waits on, with decisions so far.
-
-        Read from the store, so decisions taken by another handle or process show. ``[]`` when
-        no attempt waits.
-        """
-        await self._ready(read=True)
-        node = await self._parking.fresh()
-        return read_approvals(node) if node is not None else []
+        await self._book.reload()
 
     async def attempts(self, message_id: str | None = None) -> list[AttemptRecord]:
         """The attempt records, in start order (only that assistant message's if given)."""
-        await self._ready(read=True)
+        await ready(self._deps, self._book, read=True)
         return await self.store.list_attempts(self.id, message_id=message_id)
 
     async def record(self, ref: str) -> AttemptRecord:
         """The record of an attempt, by attempt id or by its assistant message's id."""
-        await self._ready(read=True)
+        await ready(self._deps, self._book, read=True)
         try:
             return await self.store.get_attempt(self.id, ref)
         except AttemptNotFoundError:
@@ -291,15 +268,15 @@ class Conversation:
         the two user messages of an edit pair (``prompt``) and changed instructions.
         """
         first, second = await self.record(a), await self.record(b)
-        return await explained(self, first, second)
+        return await explained(self._deps, self.graph, first, second)
 
     async def request_part(self, digest: str) -> Any:
         """The instructions text or tool definitions an attempt record names by ``digest``.
 
         ``KeyError`` if this chat keeps no part with that digest.
         """
-        await self._ready(read=True)
-        return await read_part(self, digest)
+        await ready(self._deps, self._book, read=True)
+        return await read_part(self._deps, digest)
 
     async def replay(
         self,
@@ -319,17 +296,22 @@ class Conversation:
         request was byte-identical to the recorded one, and if not, why. Works on a chat
         reopened from its store in another process.
         """
-        self._check_idle("replay")
+        check_idle(self._deps, self._book, self.agent, "replay")
         original = await self.record(ref)
-        self._check_idle("replay")
-        return await start_replay(
-            self,
+        check_idle(self._deps, self._book, self.agent, "replay")
+        turn, obstacles = await start_replay(
+            self._deps,
+            self._book,
+            self.agent,
             original,
+            read_part=self.request_part,
             model=model,
             model_settings=model_settings,
             instructions=instructions,
             stream=stream,
         )
+        self._in_flight = attempt = Attempt(self._deps, self._book, turn)
+        return Replay(self, original, attempt, obstacles)
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -341,10 +323,15 @@ class Conversation:
         budget ``ContextOverflowError`` (with the counts): nothing is added, stored or sent.
         """
         check_content(content, "send")
-        self._check_idle("send")
+        check_idle(self._deps, self._book, self.agent, "send")
         leaf = self.graph.active_leaf
         user = self.graph.add_user(content)
-        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
+        node = self.graph.start_attempt()
+        turn = start(
+            self._deps, self._book, node, stream, added=(user,), leaf=leaf, agent=self.agent
+        )
+        self._in_flight = attempt = Attempt(self._deps, self._book, turn)
+        return attempt
 
     def retry(self, user_id: str | None = None, *, stream: bool = False) -> Attempt:
         """Answer a user message again (default: the active turn's); earlier attempts stay.
@@ -352,9 +339,12 @@ class Conversation:
         ``ContextOverflowError`` when the request would be over the token budget (nothing is
         added, stored or sent: raise the budget with :meth:`set_budget` first).
         """
-        self._check_idle("retry")
+        check_idle(self._deps, self._book, self.agent, "retry")
         leaf = self.graph.active_leaf
-        return self._start(self.graph.retry(user_id), stream, leaf=leaf)
+        node = self.graph.retry(user_id)
+        turn = start(self._deps, self._book, node, stream, leaf=leaf, agent=self.agent)
+        self._in_flight = attempt = Attempt(self._deps, self._book, turn)
+        return attempt
 
     def edit(
         self, user_id: str, content: str | Sequence[Mapping[str, Any]], *, stream: bool = False
@@ -367,16 +357,21 @@ class Conversation:
         ``ContextOverflowError`` (nothing changes: the old version stays valid).
         """
         check_content(content, "edit")
-        self._check_idle("edit")
+        check_idle(self._deps, self._book, self.agent, "edit")
         leaf = self.graph.active_leaf
         user = self.graph.edit(user_id, content)
-        return self._start(self.graph.start_attempt(), stream, added=(user,), leaf=leaf)
+        node = self.graph.start_attempt()
+        turn = start(
+            self._deps, self._book, node, stream, added=(user,), leaf=leaf, agent=self.agent
+        )
+        self._in_flight = attempt = Attempt(self._deps, self._book, turn)
+        return attempt
 
     async def switch(self, node_id: str) -> Node:
         """Make ``node_id`` the active leaf (any message) and store it; nothing else changes."""
-        await self._ready()
+        await ready(self._deps, self._book)
         node = self.graph.switch(node_id)
-        await self._writes.commit()
+        await self._book.commit()
         return node
 
     async def stop(self) -> Attempt | None:
@@ -385,248 +380,12 @@ class Conversation:
         An attempt ``awaiting_approval`` is cancelled the same way: its stored run is dropped
         and its pending tool calls are never run (returned as a finished :class:`Attempt`).
         """
-        attempt = self._in_flight
+        attempt = self.in_flight
         if attempt is not None:
             return await attempt.stop()
-        await self._ready()
-        return await self._parking.drop()
-
-    # -- tool approvals ----------------------------------------------------------------------
-
-    async def approve(
-        self, call_id: str | None = None, *, always: bool = False
-    ) -> list[PendingApproval]:
-        """Approve a pending tool call (``None``: every undecided one); see :meth:`resume`.
-
-        ``always`` approves later calls of the same tool by the same agent in this run too.
-        Decisions are stored at once, so another handle or process may :meth:`resume`. Returns
-        the pending calls with their decisions.
-        """
-        await self._ready()
-        return await self._parking.decide(call_id, "approved", always=always)
-
-    async def reject(
-        self, call_id: str | None = None, *, message: str | None = None, always: bool = False
-    ) -> list[PendingApproval]:
-        """Reject a pending tool call (``None``: every undecided one); see :meth:`resume`.
-
-        The tool does not run; the model is told ``message`` (default: the SDK's rejection
-        text) when the attempt resumes. ``always`` rejects later calls of that tool too.
-        """
-        await self._ready()
-        return await self._parking.decide(call_id, "rejected", message=message, always=always)
-
-    def resume(self, *, stream: bool = False) -> Attempt:
-        """Continue the attempt ``awaiting_approval`` from its stored run, with the decisions.
-
-        Every pending call needs a decision first (``ApprovalPendingError`` names those that
-        have none, as this handle last read them: :meth:`pending_approvals` re-reads). The run
-        goes on where it stopped: approved tools run, rejected ones tell the model so, and
-        nothing the run already sent is sent again. The same attempt (same ids, same record)
-        then ends ``complete``, ``cancelled`` or ``failed`` — or waits again. What the store
-        says at the attempt's start (another handle stopped it, or the run is not the chat's)
-        is raised when the attempt is awaited.
-        """
-        self._check_idle("resume", paused_ok=True)
-        attempt = self._parking.resume(stream=stream)
-        self._in_flight = attempt
-        return attempt
-
-    # -- attempt lifecycle (called by Attempt) -----------------------------------------------
-
-    def _check_idle(self, action: str, *, paused_ok: bool = False) -> None:
-        asyncio.get_running_loop()  # before any change: an attempt runs as a task of this loop
-        if self.agent is None:
-            raise ValueError(f"cannot {action}: this conversation was opened without an agent")
-        if self._in_flight is not None:
-            raise InvalidTransitionError(
-                f"cannot {action}: attempt {self._in_flight.id} is still running; stop it first"
-            )
-        self._session.settle()
-        if self._session.running:
-            raise InvalidTransitionError(
-                f"cannot {action}: a run through chat.session() is still in flight"
-            )
-        if not paused_ok:
-            self._parking.refuse(action)
-
-    def _new_record(
-        self,
-        node: Node,
-        included: dict[str, int],
-        *,
-        overflow: bool = False,
-        cursor_before: str | None = None,
-    ) -> AttemptRecord:
-        """The record of a new attempt ``node`` that sends ``included`` (message id -> tokens)."""
-        record = new_record(
-            node,
-            included,
-            prompt_version=self._prompt_version,
-            budget=self._budget,
-            state_owner=self.strategy,
-            overflow=overflow,
-            cursor_before=cursor_before,
-        )
-        record.exact = counts_exactly(self.counter)
-        return record
-
-    def _cache_group(self, node_id: str | None = None) -> str:
-        """The chat's id, or with the root of ``node_id``'s branch when it is not the first root.
-
-        Branches under different roots (an edit of the first message of a chat without
-        system messages) share no prefix, so their requests get their own prompt cache key.
-        """
-        graph = self.graph
-        path = graph.path_to(node_id) if node_id is not None else graph.active_path()
-        if not path:
-            return self.id
-        if self._first_root is None or self._first_root not in graph:
-            self._first_root = graph.nodes()[0].id
-        return self.id if path[0].id == self._first_root else f"{self.id}:{path[0].id}"
-
-    def _start(
-        self,
-        node: Node,
-        stream: bool,
-        *,
-        added: Sequence[Node] = (),
-        leaf: str | None,
-        agent: Agent[Any] | None = None,
-        budget: int | bool | None = False,
-    ) -> Attempt:
-        """Plan the new attempt ``node`` in memory and start its task (which stores it first).
-
-        A plan that cannot be sent (over the budget) is refused here, before anything is
-        stored: ``node`` and the nodes the action ``added`` for it are withdrawn from the graph
-        and ``leaf`` is active again, so the chat is as it was. ``agent`` answers instead of
-        the chat's; ``budget`` (unless ``False``) plans within that budget instead of the
-        chat's (a replay's recorded one).
-        """
-        assert self.agent is not None
-        kept = self._budget
-        if budget is not False:
-            self._budget = None if budget is None or budget is True else budget
-        try:
-            plan = self._strategy.plan(str(node.parent_id)).ensure_sendable()
-        except BaseException:
-            self._withdraw([node, *reversed(added)], leaf)
-            raise
-        finally:
-            self._budget = kept
-        record = self._new_record(
-            node,
-            {n.id: plan.tokens[n.id] for n in plan.nodes},
-            overflow=plan.overflow,
-            cursor_before=plan.cursor_before,
-        )
-        record.budget, record.used = plan.budget, plan.used
-        record.reasoning = reasoning(plan)
-        generation = self._writes.hold(record)
-        attempt = Attempt(
-            self, node, plan, record, agent=agent or self.agent, stream=stream,
-            generation=generation,
-        )  # fmt: skip
-        self._in_flight = attempt
-        return attempt
-
-    def _withdraw(self, nodes: Sequence[Node], leaf: str | None) -> None:
-        """Take ``nodes`` (newest first) back out of the graph, ``leaf`` active again."""
-        last = len(nodes) - 1
-        for i, node in enumerate(nodes):
-            self.graph.withdraw(node.id, active_leaf=leaf if i == last else None)
-
-    async def _begin(self, attempt: Attempt) -> None:
-        """Store the attempt's start (node and record, one commit) before anything is sent."""
-        if attempt.resumed:
-            await self._parking.begin(attempt)
-            return
-        records = [attempt.record, *await invalidations(self, attempt, self._writes.queued)]
-        try:
-            await self._writes.commit(records, since=attempt.generation)
-        except ConcurrentUpdateError as exc:
-            node = attempt.node  # no longer in the graph, which was re-read
-            node.status, node.meta["error"] = "failed", f"{type(exc).__name__}: {exc}"
-            raise
-        except Exception as exc:
-            # The store failed and nothing of the start was stored; nothing was sent either.
-            # The attempt ends failed in memory, and the handle's next commit stores it with
-            # its user message, so the chat goes on (send the message again, or retry it).
-            message = f"{type(exc).__name__}: {exc}"
-            if attempt.node.status in _IN_FLIGHT:
-                self.graph.fail(attempt.id, message)
-            if attempt.record.status in FINAL:
-                self._writes.hold(attempt.record, keep=True)
-            else:
-                self._writes.ended(attempt, "failed", error=message)
-            if isinstance(exc, StoreUnavailableError):  # cut in flight: it may be stored
-                self._writes.retry_ended()
-            raise
-        attempt.stored = True
-
-    async def _complete(
-        self, attempt: Attempt, result: RunResultBase, state: ConversationState
-    ) -> None:
-        if interruptions(result):
-            await self._parking.park(attempt, result, state)
-            return
-        items = output_items(result)
-        ended_on, used = response_id(result, state), usage(result)
-        if attempt.node.status in _IN_FLIGHT:
-            meta = {"response_id": ended_on, "usage": used}
-            self.graph.complete(attempt.id, items=items or None, meta=meta)
-        record = attempt.record
-        record.response_id, record.usage = ended_on, used
-        record.cursor_after = self._strategy.completed(attempt, state, ended_on)
-        generation = self._writes.ended(attempt, "complete")
-        await self._writes.end(attempt, generation)
-        await save_counts(self.store, self.id, self.counter, [*attempt.plan.nodes, attempt.node])
-
-    async def _fail(self, attempt: Attempt, error: BaseException) -> None:
-        if not attempt.stored or attempt.record.status in FINAL:
-            return  # nothing of it was stored, or its end is stored already
-        message = f"{type(error).__name__}: {error}"
-        if attempt.node.status in _IN_FLIGHT:
-            self.graph.fail(attempt.id, message)
-        attempt.record.cursor_after = attempt.record.cursor_before
-        generation = self._writes.ended(attempt, "failed", error=message)
-        self._strategy.interrupted(attempt.node)
-        await self._writes.end(attempt, generation)
-
-    async def _cancelled(self, attempt: Attempt, response_id: str | None) -> None:
-        if not attempt.stored:
-            return  # cancelled before its start was stored: nothing of it is in the store
-        if attempt.node.status in _IN_FLIGHT:
-            self.graph.stop(attempt.id)
-        record = attempt.record
-        record.cursor_after, record.response_id = record.cursor_before, response_id
-        generation = self._writes.ended(attempt, "cancelled")
-        self._strategy.interrupted(attempt.node)
-        await self._writes.end(attempt, generation)
-
-    async def _released(self, attempt: Attempt) -> None:
-        if self._in_flight is attempt:
-            self._in_flight = None
-        self._session._unbind()
-        if attempt.resumed and attempt.stored and attempt.status != "awaiting_approval":
-            await self.store.delete_run_state(self.id, attempt.attempt_id)
-
-    # -- persistence -------------------------------------------------------------------------
-
-    def _adopt(self, graph: ConversationGraph, meta: Mapping[str, Any]) -> None:
-        """Take the graph and settings just read from the store (another handle moved them)."""
-        self.graph = graph
-        self._parking.found()
-        self._strategy.adopt(meta)
-        try:
-            self._budget = check_budget(meta.get("budget"))
-        except ValueError:
-            self._budget = None
-        version = meta.get("prompt_version")
-        self._prompt_version = version if isinstance(version, str) else None
-        attempt = self._in_flight
-        if attempt is not None and attempt.id in graph:
-            attempt.node = graph.get(attempt.id)
+        await ready(self._deps, self._book)
+        dropped = await drop(self._deps, self._book)
+        return Attempt.settled(*dropped, agent=self.agent) if dropped is not None else None
 
     def __repr__(self) -> str:
         return f"Conversation(id={self.id!r}, strategy={self.strategy!r}, nodes={len(self.graph)})"

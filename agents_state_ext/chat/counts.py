@@ -40,7 +40,7 @@ async def save_counts(
     }
     if not final:
         return
-    values = counter.count_many((n.id, n.items) for n in final.values())
+    values = counter.count_many([(n.id, n.items) for n in final.values()])
     counts = dict(zip(final, values, strict=True))
     await store.put_token_counts(conversation_id, counter.encoding_name, counts)
     counter.trust(counts)

@@ -11,9 +11,9 @@ Otherwise the branch forks into a new server conversation seeded with the budget
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .._items import content_text
 from .._nodes import Node
@@ -23,9 +23,49 @@ from ..stores.base import ConversationStore
 from .guard import WriteGuard, fence_args
 from .plan import Plan
 
-__all__ = ["Placement", "ServerConversations", "place", "seed_items", "update_stored"]
+__all__ = [
+    "Placement",
+    "ServerConversations",
+    "marked_interrupted",
+    "merged_from",
+    "place",
+    "seed_items",
+    "update_stored",
+]
 
 _MAX_ITEMS_PER_CALL = 20  # the Conversations API takes at most 20 items per call
+
+
+class HoldsServers(Protocol):
+    """Whatever holds a chat's registry in memory (a chat's book): read when a change runs."""
+
+    servers: ServerConversations
+
+
+def merged_from(
+    holder: HoldsServers, conversation_ids: Iterable[str]
+) -> Callable[[ServerConversations], None]:
+    """The change to a stored registry that takes ``holder``'s entries for ``conversation_ids``
+    (for :func:`update_stored`; ``holder.servers`` is read when it runs)."""
+    ids = sorted(conversation_ids)
+
+    def merge(stored: ServerConversations) -> None:
+        for conversation_id in ids:
+            stored.merge(holder.servers, conversation_id)
+
+    return merge
+
+
+def marked_interrupted(conversation_ids: Iterable[str]) -> Callable[[ServerConversations], None]:
+    """The change to a stored registry that marks ``conversation_ids`` interrupted (for
+    :func:`update_stored`): each is checked against the server before it is reused."""
+    names = list(conversation_ids)
+
+    def mark(known: ServerConversations) -> None:
+        for name in names:
+            known.interrupted(name)
+
+    return mark
 
 
 async def update_stored(

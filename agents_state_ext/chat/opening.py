@@ -14,11 +14,11 @@ from .._state import StrategyName
 from .._tokens import MessageCounter
 from ..errors import ConversationNotFoundError, MixedStateOwnerError, StoredDataError
 from ..stores import ConversationStore
+from .commits import commit_new, load_graph
 from .conversation import Conversation
 from .counts import load_counts
 from .forks import ServerConversations
 from .records import check_budget, check_prompt_version
-from .writes import load_graph
 
 __all__ = ["STRATEGIES", "open_conversation"]
 
@@ -119,6 +119,9 @@ async def open_conversation(
         }
         await store.create_conversation(conversation_id, strategy=chosen, meta=meta)
     graph = await load_graph(store, conversation_id, id_factory)
+    if info is None and system is not None:
+        graph.add_system(system)
+        await commit_new(store, conversation_id, graph)
     chat = Conversation(
         store,
         graph,
@@ -133,8 +136,5 @@ async def open_conversation(
         meta=meta,
         id_factory=id_factory,
     )
-    if info is None and system is not None:
-        graph.add_system(system)
-        await chat._writes.commit()
     await load_counts(store, conversation_id, chat.counter)
     return chat

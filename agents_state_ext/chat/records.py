@@ -14,17 +14,19 @@ from agents.result import RunResultBase
 
 from .._attempts import AttemptDiff, AttemptRecord, explain, part_digest
 from .._binding import copy_agent_graph
+from .._graph import ConversationGraph
 from .._model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
 from .._nodes import Node
 from .._state import ConversationState
 from .._status import FINAL
+from .._tokens import counts_exactly
 from ..errors import AttemptNotFoundError
 from ..types import AttemptStatus
 
 if TYPE_CHECKING:
-    from .attempt import Attempt
-    from .conversation import Conversation
+    from .deps import ChatDeps, Turn
     from .plan import Plan
+    from .writes import Writes
 
 __all__ = [
     "FINAL",
@@ -43,6 +45,7 @@ __all__ = [
     "reasoning",
     "recorded",
     "response_id",
+    "start_record",
     "usage",
 ]
 
@@ -104,6 +107,29 @@ def new_record(
         cursor_before=cursor_before,
         started_at=time.time(),
     )
+
+
+def start_record(
+    deps: ChatDeps,
+    book: Writes,
+    node: Node,
+    included: dict[str, int],
+    *,
+    overflow: bool = False,
+    cursor_before: str | None = None,
+) -> AttemptRecord:
+    """The record of a new attempt ``node`` of the chat that sends ``included`` (id -> tokens)."""
+    record = new_record(
+        node,
+        included,
+        prompt_version=book.prompt_version,
+        budget=book.budget,
+        state_owner=deps.strategy.name,
+        overflow=overflow,
+        cursor_before=cursor_before,
+    )
+    record.exact = counts_exactly(deps.counter)
+    return record
 
 
 def mark(record: AttemptRecord, status: AttemptStatus, *, error: str | None = None) -> None:
@@ -192,7 +218,7 @@ def note_requests(record: AttemptRecord, tap: RequestTap) -> dict[str, Any]:
     return parts
 
 
-async def define_context(chat: Conversation, attempt: Attempt) -> None:
+async def define_context(deps: ChatDeps, book: Writes, turn: Turn) -> None:
     """Set the attempt's ``included`` (what the model's context held) and ``sent`` (this request).
 
     Replay and session send the whole context; so does a new or re-seeded chain and a newly
@@ -200,22 +226,14 @@ async def define_context(chat: Conversation, attempt: Attempt) -> None:
     or a server conversation sends only the new turn: its context is the context of the answer
     it continues from, that answer, and what it sent.
     """
-    record, plan = attempt.record, attempt.plan
-    strategy = chat.strategy
-    seeded = attempt.node.meta.get("seeded")
-    whole = (
-        strategy in ("replay", "session")
-        or record.reseeded_from is not None
-        or (strategy == "previous_response" and record.cursor_before is None)
-    )
-    if whole:
-        record.sent = list(record.included)
-    elif strategy == "conversation" and isinstance(seeded, list):
-        record.sent = [i for i in record.included if i not in set(seeded)]
+    record, plan = turn.record, turn.plan
+    sent = deps.strategy.sent(turn)  # None: the request continues the server's context
+    if sent is not None:
+        record.sent = sent
     else:
         sent = list(record.included)
         anchor = plan.anchor
-        base = await _context_before(chat, anchor, chat.graph.path_to(attempt.user_id))
+        base = await _context_before(deps, anchor, book.graph.path_to(turn.user_id))
         tokens = {i: record.included[i] for i in sent}
         record.included = {**base, **tokens}
         record.sent = sent
@@ -223,16 +241,16 @@ async def define_context(chat: Conversation, attempt: Attempt) -> None:
 
 
 async def _context_before(
-    chat: Conversation, anchor: Node | None, path: Sequence[Node]
+    deps: ChatDeps, anchor: Node | None, path: Sequence[Node]
 ) -> dict[str, int]:
     """What the server held before the new turn: up to and including ``anchor``."""
-    counter = chat.counter
+    counter = deps.counter
     if anchor is None:  # a server conversation that held only the branch's system messages
         return {n.id: counter.count(n.id, n.items) for n in path if n.role == "system"}
     held: dict[str, int] | None = None
     if anchor.attempt_id is not None:
         try:
-            stored = await chat.store.get_attempt(chat.id, anchor.attempt_id)
+            stored = await deps.store.get_attempt(deps.id, anchor.attempt_id)
         except AttemptNotFoundError:
             stored = None
         if stored is not None and stored.sent is not None:
@@ -248,18 +266,19 @@ async def _context_before(
     return held
 
 
-def invalidated(chat: Conversation, edit_id: str) -> list[Node]:
+def invalidated(graph: ConversationGraph, edit_id: str) -> list[Node]:
     """The attempts (assistant nodes) the edit that made ``edit_id`` turned invalid."""
     return [
         n
-        for n in chat.graph.nodes()
+        for n in graph.nodes()
         if n.attempt_id is not None and n.meta.get("invalidated_by") == edit_id
     ]
 
 
 async def invalidations(
-    chat: Conversation,
-    attempt: Attempt,
+    deps: ChatDeps,
+    graph: ConversationGraph,
+    turn: Turn,
     queued: Callable[[str], AttemptRecord | None] = lambda attempt_id: None,
 ) -> list[AttemptRecord]:
     """The stored records of the attempts an edit invalidated, marked with it (when, by which).
@@ -269,19 +288,19 @@ async def invalidations(
     handle's own newer version of a record still waiting to be stored (an end whose commit
     failed): that one is marked where it waits, never overwritten by the older stored one.
     """
-    edit = chat.graph.get(attempt.user_id)
+    edit = graph.get(turn.user_id)
     if "edit_of" not in edit.meta:
         return []
     now = time.time()
     records: list[AttemptRecord] = []
-    for node in invalidated(chat, edit.id):
+    for node in invalidated(graph, edit.id):
         waiting = queued(str(node.attempt_id))
         if waiting is not None:
             if waiting.invalidated_by is None:
                 waiting.invalidated_by, waiting.invalidated_at = edit.id, now
             continue
         try:
-            record = await chat.store.get_attempt(chat.id, str(node.attempt_id))
+            record = await deps.store.get_attempt(deps.id, str(node.attempt_id))
         except AttemptNotFoundError:
             continue
         if record.invalidated_by is None:
@@ -290,31 +309,33 @@ async def invalidations(
     return records
 
 
-async def read_part(chat: Conversation, digest: str) -> Any:
-    """The request part stored under ``digest`` in ``chat``'s metadata (``KeyError`` if none)."""
-    meta = (await chat.store.get_conversation(chat.id)).meta
+async def read_part(deps: ChatDeps, digest: str) -> Any:
+    """The request part stored under ``digest`` in the chat's metadata (``KeyError`` if none)."""
+    meta = (await deps.store.get_conversation(deps.id)).meta
     key = PART_PREFIX + digest
     if key not in meta:
-        raise KeyError(f"chat {chat.id} keeps no request part {digest!r}")
+        raise KeyError(f"chat {deps.id} keeps no request part {digest!r}")
     return meta[key]
 
 
-async def explained(chat: Conversation, a: AttemptRecord, b: AttemptRecord) -> AttemptDiff:
+async def explained(
+    deps: ChatDeps, graph: ConversationGraph, a: AttemptRecord, b: AttemptRecord
+) -> AttemptDiff:
     """``explain(a, b)`` with the changed texts: the edited prompt, the instructions."""
     diff = explain(a, b)
     texts: dict[str, tuple[Any, Any]] = {}
     if diff.parent_user_id is not None:
-        old, new = (_text(chat, i) for i in diff.parent_user_id)
+        old, new = (_text(graph, i) for i in diff.parent_user_id)
         if old != new:
             texts["prompt"] = (old, new)
     if diff.instructions is not None:
-        meta = (await chat.store.get_conversation(chat.id)).meta
+        meta = (await deps.store.get_conversation(deps.id)).meta
         old, new = (meta.get(PART_PREFIX + d) if d else None for d in diff.instructions)
         texts["instructions"] = (old, new)
     return dataclasses.replace(diff, texts=texts) if texts else diff
 
 
-def _text(chat: Conversation, node_id: str | None) -> str | None:
-    if node_id is None or node_id not in chat.graph:
+def _text(graph: ConversationGraph, node_id: str | None) -> str | None:
+    if node_id is None or node_id not in graph:
         return None
-    return chat.graph.get(node_id).text()
+    return graph.get(node_id).text()

@@ -2,7 +2,7 @@
 
 Stored responses expire after a retention period, ``store=False`` ones are never retrievable
 and a restarted server forgets them; a chat still holds the whole branch, so the attempt is
-sent once more on a new chain seeded from it (see ``Conversation._reseed``).
+sent once more on a new chain seeded from it (see ``PreviousResponseStrategy.reseed``).
 """
 
 from __future__ import annotations

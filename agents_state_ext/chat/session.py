@@ -53,9 +53,11 @@ from ..errors import ApprovalPendingError, InvalidTargetError, InvalidTransition
 from ..types import AttemptStatus
 from .approvals import PendingApproval, open_calls, read_approvals, undecided
 from .plan import selected, with_history
+from .records import start_record
 
 if TYPE_CHECKING:
-    from .conversation import Conversation
+    from .deps import ChatDeps
+    from .writes import Writes
 
 __all__ = ["GraphSession"]
 
@@ -96,28 +98,20 @@ class GraphSession:
     keeps_every_item: ClassVar[bool] = True
     """A chat never deletes: ``ConversationState.compact`` refuses this session up front."""
 
-    def __init__(self, conversation: Conversation) -> None:
-        self._chat = conversation
-        self._bound: tuple[str, list[dict[str, Any]]] | None = None
+    def __init__(self, deps: ChatDeps, book: Writes) -> None:
+        self._deps = deps
+        self._book = book  # its ``bound``: the attempt the chat runs through this session
         self._run: _Run | None = None
 
     @property
     def session_id(self) -> str:
         """The chat's id, or the chat's and its branch root's (see the class docstring)."""
-        return self._chat._cache_group(self._bound[0] if self._bound is not None else None)
+        bound = self._book.bound
+        return self._book.cache_group(bound[0] if bound is not None else None)
 
     @session_id.setter
     def session_id(self, value: str) -> None:
         raise AttributeError("a chat's session id follows the chat and its branches")
-
-    # -- the chat drives an attempt ----------------------------------------------------------
-
-    def _bind(self, attempt_id: str, history: list[dict[str, Any]]) -> None:
-        """Serve ``history`` to the run of this attempt (set by ``Conversation``)."""
-        self._bound = (attempt_id, history)
-
-    def _unbind(self) -> None:
-        self._bound = None
 
     # -- the Session protocol ----------------------------------------------------------------
 
@@ -125,8 +119,9 @@ class GraphSession:
         self, limit: int | None = None, wrapper: Any = None
     ) -> list[TResponseInputItem]:
         """The active branch's history, oldest first; the newest ``limit`` items if given."""
-        if self._bound is not None:
-            items = copy.deepcopy(self._bound[1])
+        bound = self._book.bound
+        if bound is not None:
+            items = copy.deepcopy(bound[1])
         elif wrapper is not None:
             run = await self._begin(wrapper)
             items = self._plan(run)
@@ -138,7 +133,7 @@ class GraphSession:
 
     async def add_items(self, items: list[TResponseInputItem], wrapper: Any = None) -> None:
         """File what the SDK stores into the run's attempt (a new user message, then output)."""
-        if self._bound is not None:
+        if self._book.bound is not None:
             return  # the chat records its own attempt from the run's result
         await self._store(await self._begin(wrapper), [dict(item) for item in items], wrapper)
 
@@ -149,7 +144,7 @@ class GraphSession:
     async def clear_session(self, wrapper: Any = None) -> None:
         """Refused: a chat never deletes; edit a message or switch branches instead."""
         raise InvalidTargetError(
-            f"chat {self._chat.id} keeps every message; edit or switch instead of clearing"
+            f"chat {self._deps.id} keeps every message; edit or switch instead of clearing"
         )
 
     # -- runs an app started -----------------------------------------------------------------
@@ -183,7 +178,7 @@ class GraphSession:
         if run is not None:
             if self.running:
                 raise InvalidTransitionError(
-                    f"a run through chat {self._chat.id}'s session is still in flight; one "
+                    f"a run through chat {self._deps.id}'s session is still in flight; one "
                     "run at a time (await or cancel it first)"
                 )
             self._close(run, _outcome(run.task) if run.task is not None else None)
@@ -191,13 +186,13 @@ class GraphSession:
         run = _Run(
             context=context, task=_run_task(owner) if context is not None else None, owner=owner
         )
-        paused = self._chat._parking.node()
+        paused = self._book.paused_node()
         if paused is not None:
             pending = read_approvals(paused)
             if context is None or not _decided(context, pending):
                 waiting = undecided(pending) or [a.call_id for a in pending]
                 raise ApprovalPendingError(
-                    f"attempt {paused.id} of chat {self._chat.id} awaits approval of tool calls "
+                    f"attempt {paused.id} of chat {self._deps.id} awaits approval of tool calls "
                     f"{', '.join(waiting)}: resume its run (Runner.run with its RunState and "
                     "the decisions) or stop it (chat.stop()) first",
                     waiting,
@@ -212,29 +207,29 @@ class GraphSession:
         return run
 
     async def _resume(self, run: _Run, paused: Node) -> None:
-        chat = self._chat
-        record = await chat.store.get_attempt(chat.id, str(paused.attempt_id))
+        deps, book = self._deps, self._book
+        record = await deps.store.get_attempt(deps.id, str(paused.attempt_id))
         decided = [_with_decision(run.context, a) for a in read_approvals(paused)]
         entries = [a.to_dict() for a in decided]
-        chat.graph.resume(paused.id, meta={"approvals": entries})
-        chat._parking.node_id = None
+        book.graph.resume(paused.id, meta={"approvals": entries})
+        book.paused = None
         run.attempt, run.record, run.turn = paused.id, record, None
         record.approvals = entries
-        await chat._writes.write(record, "queued")
+        await book.write(record, "queued")
 
     def _ended(self, run: _Run, task: asyncio.Task[Any]) -> None:
         if self._run is run:
             self._close(run, _outcome(task) if task is run.task else None)
 
     def _plan(self, run: _Run | None) -> list[dict[str, Any]]:
-        chat = self._chat
-        path = chat.graph.active_path()
+        book = self._book
+        path = book.graph.active_path()
         if not path:
             return []
         # The history a new user message would get: plan with a placeholder prompt, drop it.
         placeholder = Node(id="__next__", parent_id=path[-1].id, role="user", status="complete")
         plan = with_history(
-            selected([*path, placeholder], budget=chat.budget, counter=chat.counter)
+            selected([*path, placeholder], budget=book.budget, counter=self._deps.counter)
         )
         if run is not None and run.attempt is None:
             run.included = {n.id: plan.tokens[n.id] for n in plan.nodes if n is not placeholder}
@@ -242,8 +237,8 @@ class GraphSession:
         return plan.history
 
     async def _store(self, run: _Run, batch: list[dict[str, Any]], context: Any) -> None:
-        chat = self._chat
-        graph = chat.graph
+        deps, book = self._deps, self._book
+        graph = book.graph
         outputs = batch
         if run.attempt is None:
             users = [i for i in batch if i.get("role") == "user"]
@@ -258,14 +253,14 @@ class GraphSession:
                 user = graph.get(str(node.parent_id))
             if not run.included:
                 self._plan(run)  # items added by hand: record what the branch held
-            run.included[user.id] = chat.counter.count(user.id, user.items)
+            run.included[user.id] = deps.counter.count(user.id, user.items)
             run.attempt = node.id
-            run.record = chat._new_record(node, run.included, overflow=run.overflow)
+            run.record = start_record(deps, book, node, run.included, overflow=run.overflow)
         if outputs:
             graph.add_items(run.attempt, outputs)
         run.turn = getattr(context, "turn_input", None)
         assert run.record is not None
-        await chat._writes.write(run.record, "queued")
+        await book.write(run.record, "queued")
 
     def _close(self, run: _Run, outcome: tuple[str, str | None] | None) -> None:
         """File ``run`` as it ended (``outcome``: how, when the session knows).
@@ -278,10 +273,11 @@ class GraphSession:
             task, callback = run.watch
             task.remove_done_callback(callback)  # a long-lived task must not keep every run
             run.watch = None
-        chat = self._chat
-        if run.attempt is None or run.record is None or run.attempt not in chat.graph:
+        book = self._book
+        graph = book.graph
+        if run.attempt is None or run.record is None or run.attempt not in graph:
             return  # the run stored nothing: nothing of it reached the chat
-        node = chat.graph.get(run.attempt)
+        node = graph.get(run.attempt)
         if node.status not in _UNFINISHED:
             return  # already ended (stopped by the chat, or invalidated by an edit)
         if outcome is not None and outcome[0] != "ended":
@@ -296,20 +292,20 @@ class GraphSession:
             pending = open_calls(node.items)
             record.approvals = [a.to_dict() for a in pending]
             if node.status != "awaiting_approval":
-                chat.graph.pause(node.id, meta={"approvals": record.approvals})
-            chat._writes.later(record, "awaiting_approval")
-            chat._parking.node_id = node.id
+                graph.pause(node.id, meta={"approvals": record.approvals})
+            book.later(record, "awaiting_approval")
+            book.paused = node.id
             return
         if node.status == "awaiting_approval":
-            chat.graph.resume(node.id)
+            graph.resume(node.id)
         if status == "complete":
-            chat.graph.complete(node.id)
+            graph.complete(node.id)
         elif status == "cancelled":
-            chat.graph.stop(node.id)
+            graph.stop(node.id)
         else:
-            chat.graph.fail(node.id, error or "failed")
+            graph.fail(node.id, error or "failed")
         # "ended" was resolved by the evidence above: what is left is an attempt status.
-        chat._writes.later(record, cast(AttemptStatus, status), error=error)
+        book.later(record, cast(AttemptStatus, status), error=error)
 
 
 def _by_evidence(node: Node, run: _Run) -> tuple[AttemptStatus, str | None]:

@@ -1,4 +1,11 @@
-"""How a chat keeps its store in step: one commit at a time, compare-and-set, re-read on a race.
+"""The book of a chat handle's writes: its graph, head, settings and every write to its store.
+
+One :class:`Writes` per handle owns what the handle holds of the chat — the graph, the branch
+head it last saw, the write queue, the budget and prompt version, the conversation strategy's
+registry of server conversations, which attempt is in flight or waits for approval — and
+makes every store and metadata write of the handle. Nothing in it calls back into the chat.
+
+How it keeps the store in step: one commit at a time, compare-and-set, re-read on a race.
 
 Every change a chat makes goes to the store in one ``commit``: the graph's changed nodes, the
 attempt records that changed with them and the branch head, under compare-and-set on the head
@@ -17,11 +24,11 @@ guard's fence: once another worker has taken the conversation over, every commit
 
 A commit that fails in the store (``StoreError``: a cut connection, a full disk) writes
 nothing and loses nothing: the graph gets its changes back (``restore_changes``), the queue its
-records, the strategy its pending registry, and the handle's next commit stores them all. A
+records, the registry what it had not stored, and the handle's next commit stores them all. A
 failed end is also tried again in the background a few times (every 2 s at most, for 12 s), so an
 attempt does not stay in flight in the store when the handle is never used again. The
-strategy's registry (``ChatStrategy.save``) is stored first in every commit, so no stored node
-names a server conversation the stored registry does not know about.
+registry of server conversations (:meth:`~.held.Held.save_servers`) is stored first in every
+commit, so no stored node names a server conversation the stored registry does not know about.
 
 A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this handle ran
 that had already ended in memory (queued with ``keep``) are stored first, over their stored
@@ -33,115 +40,44 @@ stored, and its owner gets ``ConcurrentUpdateError``.
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
-from .._items import copy_json
 from .._nodes import Node
 from .._status import ENDED
-from .._status import UNFINISHED as _UNFINISHED
 from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
-from ..stores import ConversationStore
 from ..types import AttemptStatus
+from .commits import Found, copy_node, copy_record, load_graph, settled, store_in_place, uncancelled
 from .guard import fence_args
+from .held import Held
 from .records import PART_PREFIX, mark
 
 if TYPE_CHECKING:
-    from .attempt import Attempt
-    from .conversation import Conversation
+    from .deps import ChatDeps, Turn
 
-__all__ = ["ENDED", "Writes", "load_graph", "settled", "uncancelled"]
-
-T = TypeVar("T")
+__all__ = ["ENDED", "Writes"]
 
 _SETTLE_TRIES = 5  # compare-and-set rounds to store ended attempts against a busy store
 _RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0)  # seconds before each try of an end again
 
 
-async def load_graph(
-    store: ConversationStore, conversation_id: str, id_factory: Callable[[str], str] | None
-) -> ConversationGraph:
-    """The stored graph of a chat, making new ids with ``id_factory`` when given."""
-    graph = await store.load_graph(conversation_id)
-    if id_factory is None:
-        return graph
-    return ConversationGraph.from_dict(graph.to_dict(), id_factory=id_factory)
+class Writes(Held):
+    """The book of one chat handle: what it holds of the chat, and every write to its store."""
 
-
-async def uncancelled(awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable`` to its end even if the caller is cancelled meanwhile.
-
-    A store write cut off halfway would leave the handle not knowing what the store holds
-    (SQLite finishes it on its thread anyway). The cancellation is requested again once it is
-    done, so the caller still sees the write's outcome and gets the cancellation at its next
-    ``await``.
-    """
-    task = asyncio.ensure_future(awaitable)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:  # re-armed: the caller sees the outcome, then the cancel at its next await
-        current = asyncio.current_task()
-        if current is not None:
-            uncancel = getattr(current, "uncancel", None)  # 3.11+: keep the cancel count
-            if uncancel is not None:
-                uncancel()
-            current.cancel()
-    return task.result()
-
-
-def settled(final: Node, stored: Node) -> Node | None:
-    """What to store for an attempt that ended as ``final`` while the store holds ``stored``.
-
-    An edit on another handle may have invalidated the attempt meanwhile: it stays invalid
-    (with the edit's bookkeeping) and keeps its output. A node another writer already ended
-    is left as it is (``None``).
-    """
-    if stored.status in _UNFINISHED:
-        return final
-    if stored.status == "invalid" and stored.meta.get("status_before_invalid") in _UNFINISHED:
-        node = Node.from_dict(final.to_dict())
-        node.status = "invalid"
-        if "invalidated_by" in stored.meta:
-            node.meta["invalidated_by"] = stored.meta["invalidated_by"]
-        if final.status != "invalid":  # the status it ended in, as its record says
-            node.meta["status_before_invalid"] = final.status
-        return node
-    return None
-
-
-def _copy(record: AttemptRecord) -> AttemptRecord:
-    return copy.deepcopy(record)
-
-
-def _copy_node(node: Node) -> Node:
-    """The one copy of a node on its way to the store (the store encodes it as it is)."""
-    return Node(
-        node.id,
-        node.parent_id,
-        node.role,
-        node.status,
-        copy_json(node.items),
-        node.attempt_id,
-        node.request_id,
-        node.created_at,
-        copy_json(node.meta),
-    )
-
-
-class Writes:
-    """The store side of one chat handle: its head, its write queue and its scheduled writes."""
-
-    def __init__(self, chat: Conversation) -> None:
-        self._chat = chat
-        self.head = chat.graph.active_leaf
+    def __init__(
+        self,
+        deps: ChatDeps,
+        graph: ConversationGraph,
+        meta: Mapping[str, Any],
+        *,
+        budget: int | None,
+        prompt_version: str | None,
+    ) -> None:
+        super().__init__(deps, graph, meta, budget=budget, prompt_version=prompt_version)
+        self.head = graph.active_leaf
         """The branch head this handle last read or wrote: the compare-and-set's expectation."""
         self.generation = 0
         """Grows by one on every re-read; a change made before one was dropped by it."""
@@ -195,7 +131,7 @@ class Writes:
         await uncancelled(self._commit(own, generation))
 
     async def _commit(self, own: list[AttemptRecord], generation: int) -> None:
-        chat = self._chat
+        deps = self._deps
         async with self._locked():
             if generation != self.generation:
                 for record in own:
@@ -203,24 +139,24 @@ class Writes:
                         del self._queue[record.attempt_id]
                         self._keep.discard(record.attempt_id)
                 raise ConcurrentUpdateError(
-                    f"another handle changed chat {chat.id} meanwhile and this handle re-read "
+                    f"another handle changed chat {deps.id} meanwhile and this handle re-read "
                     "the store; nothing of this change was stored: try again"
                 )
             # What the strategy noted (the conversation strategy's server conversations) is
             # stored before the nodes that rely on it: a stored answer never names a server
             # conversation the stored registry does not know it is on.
-            await chat._strategy.save()
-            graph, new_head = chat.graph, chat.graph.active_leaf
+            await self.save_servers()
+            graph, new_head = self.graph, self.graph.active_leaf
             changed = graph.take_changes()
             # Copies: a backend may encode them after the next change in memory.
-            nodes = [_copy_node(n) for n in changed]
+            nodes = [copy_node(n) for n in changed]
             queued, self._queue = self._queue, {}
             kept, self._keep = self._keep, set()
-            records = [_copy(r) for r in queued.values()]
+            records = [copy_record(r) for r in queued.values()]
             try:
-                async with fence_args(chat.guard) as fence:
-                    await chat.store.commit(
-                        chat.id,
+                async with fence_args(self.guard) as fence:
+                    await deps.store.commit(
+                        deps.id,
                         nodes,
                         expected_head=self.head,
                         new_head=new_head,
@@ -237,7 +173,7 @@ class Writes:
                 expected = self.head
                 await self._reload()
                 raise ConcurrentUpdateError(
-                    f"another handle changed chat {chat.id} (its active branch now ends at "
+                    f"another handle changed chat {deps.id} (its active branch now ends at "
                     f"{self.head}, not {expected}); nothing of this change was stored, and this "
                     "handle has re-read the store: try again"
                 ) from exc
@@ -252,13 +188,13 @@ class Writes:
         """
         if not parts:
             return
-        chat = self._chat
+        deps = self._deps
         if self._parts is None:
-            meta = (await chat.store.get_conversation(chat.id)).meta
+            meta = (await deps.store.get_conversation(deps.id)).meta
             self._parts = {k[len(PART_PREFIX) :] for k in meta if k.startswith(PART_PREFIX)}
         new = {PART_PREFIX + d: v for d, v in parts.items() if d not in self._parts}
         if new:
-            await chat.store.update_conversation_meta(chat.id, new)
+            await deps.store.update_conversation_meta(deps.id, new)
             self._parts.update(parts)
 
     async def write(
@@ -268,12 +204,12 @@ class Writes:
         mark(record, status, error=error)
         await self.commit([record])
 
-    def ended(self, attempt: Attempt, status: AttemptStatus, *, error: str | None = None) -> int:
+    def ended(self, turn: Turn, status: AttemptStatus, *, error: str | None = None) -> int:
         """Mark the attempt's record ended (its node already is) and queue it; the generation."""
-        mark(attempt.record, status, error=error)
-        return self.hold(attempt.record, keep=True)
+        mark(turn.record, status, error=error)
+        return self.hold(turn.record, keep=True)
 
-    async def end(self, attempt: Attempt, generation: int) -> None:
+    async def end(self, turn: Turn, generation: int) -> None:
         """Store the attempt's end (:meth:`ended`), whatever another handle did meanwhile.
 
         When another handle moved the head, the attempt is stored over its stored version
@@ -282,32 +218,32 @@ class Writes:
         it already failed of its own.
         """
         try:
-            await uncancelled(self.keep_parts(attempt.parts))
+            await uncancelled(self.keep_parts(turn.parts))
         except Exception:  # the end is stored anyway; a later attempt stores the parts
             self._parts = None
         try:
             await self.commit(since=generation)
         except FencedOutError as fenced_out:
             # Another worker drives the chat now: what it stored stands, this end is not stored.
-            attempt.error = fenced_out
-            attempt.end_refused = True
+            turn.error = fenced_out
+            turn.end_refused = True
         except ConcurrentUpdateError as lost:
-            if attempt.error is None:
+            if turn.error is None:
                 conflict = ConcurrentUpdateError(
-                    f"attempt {attempt.id} ended {attempt.record.status} and is stored, but "
-                    f"another handle changed chat {self._chat.id} meanwhile, so it is not on the "
+                    f"attempt {turn.id} ended {turn.record.status} and is stored, but "
+                    f"another handle changed chat {self._deps.id} meanwhile, so it is not on the "
                     f"active branch (now ending at {self.head}); this handle has re-read the store"
                 )
                 conflict.__cause__ = lost
-                attempt.error = conflict
+                turn.error = conflict
         except Exception as failed:
             # The store failed: the end waits in memory, and the handle's next commit stores
             # it, or the background tries (the user may never act on this handle again, and
             # no other handle can tell an abandoned attempt from one in flight). Awaiting the
             # attempt says so, unless it failed of its own.
-            attempt.end_refused = True
-            if attempt.error is None:
-                attempt.error = failed
+            turn.end_refused = True
+            if turn.error is None:
+                turn.error = failed
             self.retry_ended()
 
     def retry_ended(self) -> None:
@@ -365,9 +301,9 @@ class Writes:
 
         Raises the first scheduled write that failed.
         """
-        attempt = self._chat.in_flight
-        if attempt is not None:
-            await attempt._started.wait()
+        running = self.running
+        if running is not None:
+            await running.started.wait()
         while self._pending:
             await asyncio.wait(set(self._pending))
         if self._queue:
@@ -387,24 +323,24 @@ class Writes:
             await self._reload()
 
     async def _reload(self) -> None:
-        chat = self._chat
+        deps = self._deps
         while True:
             await self._store_kept()
-            graph = await load_graph(chat.store, chat.id, chat._id_factory)
-            meta = (await chat.store.get_conversation(chat.id)).meta
+            graph = await load_graph(deps.store, deps.id, deps.id_factory)
+            meta = (await deps.store.get_conversation(deps.id)).meta
             if not self._kept():
                 break  # nothing ended in memory while the store was read: adopt what it holds
         self._queue, self._keep = {}, set()
         self.generation += 1
         self.head = graph.active_leaf
-        chat._adopt(graph, meta)
+        self.adopt(graph, meta)
 
     def _kept(self) -> list[AttemptRecord]:
         return [r for r in self._queue.values() if r.attempt_id in self._keep and r.status in ENDED]
 
     async def _store_kept(self) -> None:
         """Store the queued ended attempts over their stored versions; the head stays."""
-        chat = self._chat
+        deps = self._deps
         ended = self._kept()
         if not ended:
             return
@@ -412,18 +348,19 @@ class Writes:
             del self._queue[record.attempt_id]
             self._keep.discard(record.attempt_id)
         finals = [
-            (_copy_node(chat.graph.get(r.message_id)), _copy(r))
+            (copy_node(self.graph.get(r.message_id)), copy_record(r))
             for r in ended
-            if r.message_id in chat.graph
+            if r.message_id in self.graph
         ]
-        store = chat.store
-        for _ in range(_SETTLE_TRIES):
-            head = await store.get_head(chat.id)
+        store = deps.store
+
+        async def read() -> Found:
+            head = await store.get_head(deps.id)
             nodes: list[Node] = []
             records: list[AttemptRecord] = []
             for final, record in finals:
                 try:
-                    stored = await store.get_node(chat.id, final.id)
+                    stored = await store.get_node(deps.id, final.id)
                 except NodeNotFoundError:
                     continue  # never stored: nothing of the attempt reached the store
                 node = settled(final, stored)
@@ -433,18 +370,15 @@ class Writes:
                     # an edit on another handle invalidated it while it ran: say so, keep status
                     record.invalidated_by, record.invalidated_at = by, time.time()
                 records.append(record)
-            try:
-                async with fence_args(chat.guard) as fence:
-                    await store.commit(
-                        chat.id, nodes, expected_head=head, new_head=head, attempts=records, **fence
-                    )
-            except FencedOutError:
-                raise
-            except ConcurrentUpdateError:
-                continue  # an edit or a new turn landed in between: read again
-            return
-        ids = ", ".join(final.id for final, _ in finals)
-        raise ConcurrentUpdateError(
-            f"attempts {ids} ended, but chat {chat.id} kept changing under them in "
-            f"{_SETTLE_TRIES} tries; they could not be stored"
+            return head, nodes, records
+
+        def gave_up() -> str:
+            ids = ", ".join(final.id for final, _ in finals)
+            return (
+                f"attempts {ids} ended, but chat {deps.id} kept changing under them in "
+                f"{_SETTLE_TRIES} tries; they could not be stored"
+            )
+
+        await store_in_place(
+            store, deps.id, read, guard=self.guard, tries=_SETTLE_TRIES, gave_up=gave_up
         )

@@ -16,7 +16,7 @@ from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._items import content_text
 from .._nodes import Node
-from ..chat.approvals import PendingApproval
+from ..chat import PendingApproval
 from ..errors import NodeNotFoundError
 from ._refs import short_ids
 

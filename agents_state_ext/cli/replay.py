@@ -26,8 +26,7 @@ from rich.markup import escape
 
 from .._agent_spec import agent_option
 from .._attempts import AttemptRecord
-from ..chat import Attempt, open_conversation
-from ..chat.plan import ReplayReport
+from ..chat import Attempt, ReplayReport, open_conversation
 from ..errors import AttemptNotFoundError
 from ..stores import ConversationStore
 from ._refs import describe_error, short_ids

@@ -23,8 +23,7 @@ from typing import Any
 
 from .._attempts import AttemptRecord
 from .._event_names import WIRE_NAMES
-from ..chat import Attempt, Conversation
-from ..chat.attempt import AttemptEvent
+from ..chat import Attempt, AttemptEvent, Conversation
 from ..stores import ConversationStore
 from .events import HTTPError, ServerEvent, error_body, error_status, keep_alive
 from .leases import ConversationBusyError, HeldLease, LeaseManager

@@ -18,8 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._graph import default_id_factory
 from .._housekeeping import delete_conversation
-from ..chat import STRATEGIES, Attempt, Conversation, open_conversation
-from ..chat.records import check_budget
+from ..chat import STRATEGIES, Attempt, Conversation, check_budget, open_conversation
 from ..errors import (
     ConversationNotFoundError,
     StoredDataError,

@@ -23,10 +23,10 @@ from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
 from .._status import IN_FLIGHT
-from ..chat.forks import ServerConversations, update_stored
-from ..chat.guard import WriteGuard, fence_args
-from ..errors import ConcurrentUpdateError, FencedOutError
+from ..chat import WriteGuard, marked_interrupted, store_in_place, update_stored
 from ..stores.base import ConversationStore
+
+Found = tuple[str | None, list[Node], list[AttemptRecord]]
 
 __all__ = ["IN_FLIGHT", "close_interrupted"]
 
@@ -56,33 +56,29 @@ async def close_interrupted(
     ``guard`` (the caller's lease) fences the commit: ``FencedOutError`` and nothing written
     once another worker has taken the conversation over.
     """
-    for _ in range(_TRIES):
+    closed_ids: list[str] = []
+
+    async def read() -> Found | None:
         graph = await store.load_graph(conversation_id)
         head = graph.active_leaf
         records = {r.attempt_id: r for r in await store.list_attempts(conversation_id)}
         nodes, closed = _close(graph, records, reason, clock)
         if not closed:
-            return []
+            return None
         await _mark_server_conversations(store, conversation_id, closed, guard)
-        try:
-            async with fence_args(guard) as fence:
-                await store.commit(
-                    conversation_id,
-                    nodes,
-                    expected_head=head,
-                    new_head=head,
-                    attempts=closed,
-                    **fence,
-                )
-        except FencedOutError:
-            raise  # another worker drives the conversation now: it closes what is left
-        except ConcurrentUpdateError:
-            continue  # a new turn landed in between: read again
-        return [record.attempt_id for record in closed]
-    raise ConcurrentUpdateError(
-        f"conversation {conversation_id!r} kept changing in {_TRIES} tries; its interrupted "
-        "attempts were not closed"
+        closed_ids[:] = [record.attempt_id for record in closed]
+        return head, nodes, closed
+
+    def gave_up() -> str:
+        return (
+            f"conversation {conversation_id!r} kept changing in {_TRIES} tries; its interrupted "
+            "attempts were not closed"
+        )
+
+    stored = await store_in_place(
+        store, conversation_id, read, guard=guard, tries=_TRIES, gave_up=gave_up
     )
+    return closed_ids if stored else []
 
 
 async def _mark_server_conversations(
@@ -97,12 +93,7 @@ async def _mark_server_conversations(
     names = sorted(s for s in servers if isinstance(s, str))
     if not names:
         return
-
-    def mark(known: ServerConversations) -> None:
-        for name in names:
-            known.interrupted(name)
-
-    await update_stored(store, conversation_id, mark, guard)
+    await update_stored(store, conversation_id, marked_interrupted(names), guard)
 
 
 def _close(
