@@ -29,6 +29,7 @@ from ._tool_hooks import ToolOutputHooks
 from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings, walk_agents
 from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
+from .stores.ledger import use_ledger_codec
 from .types import StrategyName
 
 __all__ = ["ConversationState", "StrategyName"]
@@ -670,3 +671,7 @@ class ServerConversationState(ConversationState):
         lifecycle = super().lifecycle
         assert lifecycle is not None  # the constructor requires a tracker
         return lifecycle
+
+
+# HeldState (in the stores, below this layer) reads held ledgers back through this.
+use_ledger_codec(ConversationState.loads_ledger)

@@ -23,8 +23,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("_handoffs", "_state"): "issue 30: handoff adaptation takes the owner, not the state",
     ("_handoffs", "_validation"): "issue 30: the handoff checks move to the owner or the ledger",
     ("_session_import", "chat.counts"): "issue 30: stored token counts move below the chat",
-    ("stores.base", "_state"): "issue 30: HeldState's lease moves to one lease primitive",
-    ("stores.held", "_state"): "issue 30: HeldState holds a ledger value, not ConversationState",
 }
 
 # Import cycles (strongly connected components), each with why it must go.
@@ -43,7 +41,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
             "chat.writes",
         }
     ): "issue 30: the turn's values sit below the book and the strategies",
-    frozenset({"stores.base", "stores.held"}): "issue 30: HeldState moves onto a lease primitive",
 }
 
 

@@ -37,13 +37,12 @@ from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import AttemptNotFoundError
+from .held import HeldState
+from .ledger import Fence, LedgerRecord, LedgerStore, LedgerValue
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from typing_extensions import Self  # typing.Self needs 3.11; the package supports 3.10
-
-    from .._state import ConversationState
-    from .held import HeldState
 
 __all__ = [
     "AttemptNotFoundError",
@@ -65,36 +64,6 @@ class ConversationInfo:
     strategy: str
     meta: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class LedgerRecord:
-    """A stored ledger: its text, its version, and who holds it until when.
-
-    ``version`` starts at 1 and grows by one on every write. ``holder`` is the token of the
-    worker driving the conversation (``None``: nobody); its hold lapses at ``held_until`` (Unix
-    seconds), after which another worker may take it over.
-    """
-
-    blob: str
-    version: int
-    holder: str | None = None
-    held_until: float | None = None
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A condition on a commit: the ledger record ``key`` is still at version ``token``.
-
-    A lease is a ledger record whose version grows on every acquire, renewal and release; a
-    worker that writes under its lease passes the version it last wrote as ``token``. The store
-    checks it in the commit's own transaction (and keeps the record from changing until that
-    transaction ends), so once another worker has taken the lease over, the old holder's commit
-    is :class:`~agents_state_ext.errors.FencedOutError` and writes nothing.
-    """
-
-    key: str
-    token: int
 
 
 @runtime_checkable
@@ -234,41 +203,6 @@ class ConversationStore(Protocol):
 
 
 @runtime_checkable
-class LedgerStore(Protocol):
-    """Capability: a versioned ledger per key (a conversation id), written by compare-and-set.
-
-    The ledger is independent of the graph tables: a bare ``ConversationState`` may keep its
-    ledger under any key, created or not with ``create_conversation``; ``delete_conversation``
-    also deletes the ledger under the same id.
-    """
-
-    async def get_ledger(self, key: str) -> LedgerRecord | None:
-        """The stored ledger, ``None`` when none was ever written (or it was deleted)."""
-        ...
-
-    async def put_ledger(
-        self,
-        key: str,
-        blob: str,
-        *,
-        expected_version: int,
-        holder: str | None,
-        held_until: float | None,
-    ) -> int:
-        """Write the ledger only if its version is still ``expected_version``; the new version.
-
-        ``expected_version`` 0 means "none stored yet". On a mismatch,
-        ``ConcurrentUpdateError`` and nothing changes. The new version is
-        ``expected_version + 1``.
-        """
-        ...
-
-    async def delete_ledger(self, key: str) -> None:
-        """Forget the ledger under ``key``; nothing happens when there is none."""
-        ...
-
-
-@runtime_checkable
 class TokenCountStore(Protocol):
     """Capability: token counts per node and encoding, so a reopened chat counts nothing again."""
 
@@ -309,7 +243,7 @@ class StoreBase:
         self,
         key: str,
         *,
-        new: ConversationState | None = None,
+        new: LedgerValue | None = None,
         lease: float = 60.0,
         client: AsyncOpenAI | None = None,
         holder: str | None = None,
@@ -323,6 +257,4 @@ class StoreBase:
         request. ``holder`` names this worker (default: a random token). See
         :class:`~agents_state_ext.stores.HeldState`.
         """
-        from .held import HeldState
-
         return HeldState(self, key, new=new, lease=lease, client=client, holder=holder)

@@ -18,6 +18,7 @@ save, where a request that may have gone out is kept as maybe-accepted (reconcil
 anything is re-sent under ``conversation``) or pending (re-sent from the old cursor under
 ``previous_response``, which forks the chain and duplicates nothing).
 
+The hold is the lease of :mod:`agents_state_ext.stores.lease` with the ledger as its blob.
 Leases are compared with this machine's clock (``time.time``): workers' clocks must agree to
 well within the lease.
 """
@@ -29,12 +30,14 @@ import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from openai import AsyncOpenAI
-
-from .._state import ConversationState
 from ..errors import ConcurrentUpdateError, ConversationNotFoundError, StoreError
-from .base import LedgerStore
+from . import lease as _lease
+from .ledger import LedgerStore, LedgerValue, ledger_codec
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 __all__ = ["HeldState"]
 
@@ -46,7 +49,8 @@ class HeldState:
     it, ``ConversationNotFoundError``). ``lease`` (seconds) is how long the hold lasts without
     a save; every save renews it, and a background renewal keeps a slow request held. ``client``
     is handed to a loaded ``conversation`` state (see ``ConversationState.conversation``).
-    ``holder`` names this worker (default: a random token).
+    ``holder`` names this worker (default: a random token). The state held is a
+    ``ConversationState`` (typed ``Any`` here: the stores sit below it).
     """
 
     def __init__(
@@ -54,7 +58,7 @@ class HeldState:
         store: object,
         key: str,
         *,
-        new: ConversationState | None = None,
+        new: LedgerValue | None = None,
         lease: float = 60.0,
         client: AsyncOpenAI | None = None,
         holder: str | None = None,
@@ -76,13 +80,14 @@ class HeldState:
         self._new = new
         self._client = client
         self._clock = clock or time.time
-        self._state: ConversationState | None = None
+        self._state: Any = None
         self._version = 0
-        self._renewal: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[Exception | None] | None = None
+        self._stop = asyncio.Event()
         self._saving = asyncio.Lock()
 
     @property
-    def state(self) -> ConversationState:
+    def state(self) -> Any:
         """The held conversation (``StoreError`` outside the ``async with``)."""
         if self._state is None:
             raise StoreError(f"ledger {self.key!r} is not held")
@@ -93,69 +98,58 @@ class HeldState:
         """The version of the ledger this holder last wrote."""
         return self._version
 
-    async def __aenter__(self) -> ConversationState:
+    async def __aenter__(self) -> Any:
         if self._state is not None:
             raise StoreError(f"ledger {self.key!r} is already held by this HeldState")
         record = await self.store.get_ledger(self.key)
         now = self._clock()
+        state: Any
         if record is None:
             if self._new is None:
                 raise ConversationNotFoundError(
                     f"no ledger is stored under {self.key!r}; pass new= (for instance "
                     "ConversationState.previous_response()) to start one"
                 )
-            state, version = self._new, 0
+            state = self._new
         else:
-            if (
-                record.holder is not None
-                and record.holder != self.holder
-                and record.held_until is not None
-                and record.held_until > now
-            ):
+            if _lease.held_by_other(record, self.holder, now):
                 raise ConcurrentUpdateError(
                     f"conversation {self.key!r} is held by another worker until "
                     f"{record.held_until:.3f} (now {now:.3f}); nothing was sent"
                 )
-            state = ConversationState.loads_ledger(record.blob, client=self._client)
-            version = record.version
+            state = ledger_codec()(record.blob, client=self._client)
         lifecycle = state.lifecycle
         assert lifecycle is not None  # checked for new=; a loaded ledger always has one
         if lifecycle.checkpoint_hook is not None:
             raise StoreError("this ConversationState is already held in a store")
-        self._version = await self.store.put_ledger(
+        self._version = await _lease.acquire(
+            self.store,
             self.key,
             state.dumps_ledger(),
-            expected_version=version,
+            record=record,
             holder=self.holder,
-            held_until=now + self.lease,
+            until=now + self.lease,
         )
         self._state = state
         lifecycle.checkpoint_hook = self.save
-        self._renewal = asyncio.get_running_loop().create_task(self._renew())
+        self._stop = asyncio.Event()
+        renewal = _lease.Renewal(self.save, period=self.lease / 3)
+        # A failed renewal ends the loop: the next save (before a request) raises it.
+        self._renewal = asyncio.get_running_loop().create_task(renewal.run(self._stop))
         return state
 
     async def save(self) -> None:
         """Write the ledger now and renew the hold (compare-and-set on the version)."""
-        await self._write(self._clock() + self.lease)
-
-    async def _write(self, held_until: float | None) -> None:
         state = self.state
         async with self._saving:
-            self._version = await self.store.put_ledger(
+            self._version = await _lease.renew(
+                self.store,
                 self.key,
                 state.dumps_ledger(),
-                expected_version=self._version,
-                holder=self.holder if held_until is not None else None,
-                held_until=held_until,
+                token=self._version,
+                holder=self.holder,
+                until=self._clock() + self.lease,
             )
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            try:
-                await self.save()
-            except StoreError:
-                return  # lost or unreachable: the next save (before a request) raises it
 
     async def abandon(self) -> None:
         """Stop holding without saving: the hold stays until its lease lapses.
@@ -163,6 +157,8 @@ class HeldState:
         What a worker that dies leaves behind (its last save stands); for tests, and for a
         shutdown that must not wait on the store. The state is no longer saved anywhere.
         """
+        if self._renewal is not None:
+            self._renewal.cancel()
         await self._stop_renewal()
         state, self._state = self._state, None
         if state is not None and state.lifecycle is not None:
@@ -170,7 +166,7 @@ class HeldState:
 
     async def _stop_renewal(self) -> None:
         if self._renewal is not None:
-            self._renewal.cancel()
+            self._stop.set()  # a save under way finishes, so the version stays known
             await asyncio.gather(self._renewal, return_exceptions=True)
             self._renewal = None
 
@@ -187,7 +183,10 @@ class HeldState:
         lifecycle = state.lifecycle
         assert lifecycle is not None
         try:
-            await self._write(None)
+            async with self._saving:
+                self._version = await _lease.release(
+                    self.store, self.key, state.dumps_ledger(), token=self._version
+                )
         finally:
             lifecycle.checkpoint_hook = None
             self._state = None
