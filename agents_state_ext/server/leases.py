@@ -50,7 +50,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
 from ..errors import ConcurrentUpdateError, ConversationBusyError, LeaseLostError, StoreError
-from ..stores.base import Fence, LedgerRecord, LedgerStore
+from ..stores import lease as _lease
+from ..stores.ledger import Fence, LedgerStore
 
 __all__ = [
     "ConversationBusyError",
@@ -239,25 +240,19 @@ class LeaseManager:
                     f"({self.worker_id}); nothing was sent"
                 )
             record = await self.store.get_ledger(key)
-            if record is not None and _live(record, now):
-                assert record.holder is not None
-                if record.holder != self.worker_id:
-                    raise ConversationBusyError(
-                        f"conversation {conversation_id!r} is being driven by worker "
-                        f"{record.holder} until {record.held_until:.3f} (now {now:.3f}); "
-                        "nothing was sent"
-                    )
+            if record is not None and _lease.held_by_other(record, self.worker_id, now):
+                raise ConversationBusyError(
+                    f"conversation {conversation_id!r} is being driven by worker "
+                    f"{record.holder} until {record.held_until:.3f} (now {now:.3f}); "
+                    "nothing was sent"
+                )
             # Free, released, lapsed, or this worker's own id left by an earlier incarnation.
             took_over = record.holder if record is not None else None
             expires = now + self.ttl
             blob = _blob(self.worker_id, "acquired", now, took_over)
             try:
-                token = await self.store.put_ledger(
-                    key,
-                    blob,
-                    expected_version=record.version if record is not None else 0,
-                    holder=self.worker_id,
-                    held_until=expires,
+                token = await _lease.acquire(
+                    self.store, key, blob, record=record, holder=self.worker_id, until=expires
                 )
             except ConcurrentUpdateError:
                 continue  # another worker wrote it meanwhile: read again
@@ -279,12 +274,13 @@ class LeaseManager:
         expires = now + self.ttl
         blob = _blob(self.worker_id, "renewed", now, held.took_over_from)
         try:
-            token = await self.store.put_ledger(
+            token = await _lease.renew(
+                self.store,
                 lease_key(held.conversation_id),
                 blob,
-                expected_version=held.token,
+                token=held.token,
                 holder=self.worker_id,
-                held_until=expires,
+                until=expires,
             )
         except ConcurrentUpdateError as exc:
             self._forget_local(held)
@@ -304,12 +300,8 @@ class LeaseManager:
         self._forget_local(held)
         blob = _blob(self.worker_id, "released", self._clock(), None)
         with contextlib.suppress(ConcurrentUpdateError):
-            await self.store.put_ledger(
-                lease_key(held.conversation_id),
-                blob,
-                expected_version=held.token,
-                holder=None,
-                held_until=None,
+            await _lease.release(
+                self.store, lease_key(held.conversation_id), blob, token=held.token
             )
 
     def hold(
@@ -358,15 +350,21 @@ class LeaseManager:
         on_lost: Callable[[HeldLease], object] | None,
         done: asyncio.Event,
     ) -> None:
-        ended = asyncio.get_running_loop().create_task(done.wait())
-        lost = asyncio.get_running_loop().create_task(held.wait_lost())
-        try:
-            reason = await self._renew_until_lost(held, ended, lost)
-        finally:
-            for waiter in (ended, lost):
-                waiter.cancel()
-        if reason is None:
+        renewal = _lease.Renewal(
+            held._renew, period=self.ttl / 3, retry=lambda exc: self._retry(held, exc)
+        )
+        failed = await renewal.run(done, held._lost)
+        if failed is None and done.is_set():
             return
+        if failed is None:
+            reason = held._reason or "lost"
+        elif isinstance(failed, ConcurrentUpdateError):
+            reason = str(failed)
+        else:
+            reason = (
+                f"the lease of worker {self.worker_id} on conversation "
+                f"{held.conversation_id!r} lapsed: it could not be renewed ({failed})"
+            )
         held._mark_lost(reason)  # no-op when a foreground renewal found the loss first
         if on_lost is not None:
             try:
@@ -374,40 +372,19 @@ class LeaseManager:
             except Exception:  # the callback's bug must not hide the loss itself
                 logger.exception("on_lost callback failed for %r", held.conversation_id)
 
-    async def _renew_until_lost(
-        self, held: HeldLease, ended: asyncio.Task[object], lost: asyncio.Task[None]
-    ) -> str | None:
-        """Renew every ``ttl / 3``; ``None`` once the hold ends, else why the lease is lost."""
-        while True:
-            await asyncio.wait(
-                [ended, lost], timeout=self.ttl / 3, return_when=asyncio.FIRST_COMPLETED
-            )
-            if ended.done():
-                return None
-            if lost.done():
-                return held._reason or "lost"
-            try:
-                await held._renew()
-                continue
-            except ConcurrentUpdateError as exc:
-                return str(exc)
-            except Exception as exc:  # the store is unreachable: try again until the lease lapses
-                if self._clock() < held.expires_at:
-                    logger.warning(
-                        "could not renew the lease on conversation %r: %s",
-                        held.conversation_id,
-                        exc,
-                    )
-                    continue
-                return (
-                    f"the lease of worker {self.worker_id} on conversation "
-                    f"{held.conversation_id!r} lapsed: it could not be renewed ({exc})"
-                )
+    def _retry(self, held: HeldLease, exc: Exception) -> bool:
+        """Whether a failed renewal is tried again: an unreachable store, until the lease lapses."""
+        if isinstance(exc, ConcurrentUpdateError) or self._clock() >= held.expires_at:
+            return False
+        logger.warning(
+            "could not renew the lease on conversation %r: %s", held.conversation_id, exc
+        )
+        return True
 
     async def holder(self, conversation_id: str) -> Lease | None:
         """The live lease on the conversation (any worker's), or ``None`` when nobody holds it."""
         record = await self.store.get_ledger(lease_key(conversation_id))
-        if record is None or not _live(record, self._clock()):
+        if record is None or not _lease.live(record, self._clock()):
             return None
         assert record.holder is not None and record.held_until is not None
         return Lease(
@@ -446,7 +423,3 @@ def _took_over_from(blob: str) -> str | None:
     except (ValueError, AttributeError):
         return None  # written by something else: the holder is still known from the record
     return value if isinstance(value, str) else None
-
-
-def _live(record: LedgerRecord, now: float) -> bool:
-    return record.holder is not None and record.held_until is not None and record.held_until > now
