@@ -47,11 +47,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import ConcurrentUpdateError, ConversationBusyError, LeaseLostError, StoreError
 from ..stores import lease as _lease
-from ..stores.ledger import Fence, LedgerStore
+from ..stores.ledger import LedgerStore
+from ._held_lease import HeldLease, Lease, lease_key
 
 __all__ = [
     "ConversationBusyError",
@@ -65,129 +66,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _ACQUIRE_TRIES = 5  # compare-and-set rounds against other workers racing for a free lease
-
-
-def lease_key(conversation_id: str) -> str:
-    """The ledger key a conversation's lease is kept under."""
-    return f"lease:{conversation_id}"
-
-
-@dataclass(frozen=True)
-class Lease:
-    """One worker's hold on one conversation, as of the write that took or renewed it.
-
-    ``token`` is the version of the lease record that write produced (the fencing token):
-    it grows on every acquire, renewal and release, so an older token never wins again.
-    ``expires_at`` is the ``clock`` time the hold lapses without a renewal. ``took_over_from``
-    names the worker whose lapsed lease this one replaced (``None`` after a clean release):
-    that worker may have died mid-attempt.
-    """
-
-    conversation_id: str
-    worker_id: str
-    token: int
-    expires_at: float
-    took_over_from: str | None = None
-
-
-class HeldLease:
-    """A lease kept by :meth:`LeaseManager.hold`: renewed in the background, watched for loss.
-
-    It reads like a :class:`Lease` (same attributes, always the latest renewal, see
-    :attr:`current`) and tells the holder when the lease is gone: :attr:`lost`,
-    :meth:`wait_lost`, :meth:`check`.
-    """
-
-    def __init__(self, lease: Lease, manager: LeaseManager) -> None:
-        self._current = lease
-        self._manager = manager
-        self._lost = asyncio.Event()
-        self._reason: str | None = None
-        self._writing = asyncio.Lock()  # a fenced write or a renewal, one at a time
-
-    @property
-    def current(self) -> Lease:
-        """The lease as last acquired or renewed (its ``token`` is the latest one)."""
-        return self._current
-
-    @property
-    def conversation_id(self) -> str:
-        """The conversation held."""
-        return self._current.conversation_id
-
-    @property
-    def worker_id(self) -> str:
-        """This worker."""
-        return self._current.worker_id
-
-    @property
-    def token(self) -> int:
-        """The latest fencing token (see :attr:`Lease.token`)."""
-        return self._current.token
-
-    @property
-    def expires_at(self) -> float:
-        """When the hold lapses unless renewed again."""
-        return self._current.expires_at
-
-    @property
-    def took_over_from(self) -> str | None:
-        """The worker whose lapsed lease was replaced on acquire (see :class:`Lease`)."""
-        return self._current.took_over_from
-
-    @property
-    def lost(self) -> bool:
-        """True once a renewal found the lease taken over, or could not renew it in time."""
-        return self._lost.is_set()
-
-    async def wait_lost(self) -> None:
-        """Return when the lease is lost (race it against the attempt to stop it then)."""
-        await self._lost.wait()
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLostError` if the lease is lost; call it before each write."""
-        if self._reason is not None:
-            raise LeaseLostError(self._reason)
-
-    @contextlib.asynccontextmanager
-    async def fenced(self) -> AsyncIterator[Fence]:
-        """The fence of one store write under this lease; renewals wait until it is done.
-
-        :class:`LeaseLostError` at once if the lease is known lost. Pass the fence to
-        ``store.commit(..., fence=...)``: the store refuses it once the lease has moved on.
-        """
-        async with self._writing:
-            self.check()
-            yield Fence(lease_key(self.conversation_id), self._current.token)
-
-    async def before_request(self) -> None:
-        """Renew the lease now, before a request goes out; :class:`LeaseLostError` if lost.
-
-        After it returns, no other worker can take the conversation for a full ``ttl``.
-        """
-        async with self._writing:
-            self.check()
-            try:
-                self._current = await self._manager.renew(self._current)
-            except ConcurrentUpdateError as exc:
-                self._mark_lost(str(exc))
-                raise LeaseLostError(str(exc)) from exc
-
-    async def _renew(self) -> None:
-        """The background renewal: like :meth:`before_request`, errors left to the caller."""
-        async with self._writing:
-            if self._reason is None:
-                self._current = await self._manager.renew(self._current)
-
-    def _mark_lost(self, reason: str) -> bool:
-        if self._lost.is_set():
-            return False
-        self._reason = reason
-        self._lost.set()
-        return True
-
-    def __repr__(self) -> str:
-        return f"HeldLease({self._current!r}, lost={self.lost})"
 
 
 def _lease_of(lease: Lease | HeldLease) -> Lease:
@@ -324,7 +202,7 @@ class LeaseManager:
     async def _hold(
         self, conversation_id: str, on_lost: Callable[[HeldLease], object] | None
     ) -> AsyncIterator[HeldLease]:
-        held = HeldLease(await self.acquire(conversation_id), self)
+        held = HeldLease(await self.acquire(conversation_id), self.renew)
         done = asyncio.Event()
         renewal = asyncio.get_running_loop().create_task(self._keep(held, on_lost, done))
         try:
