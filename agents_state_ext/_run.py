@@ -415,7 +415,7 @@ class RunLifecycle:
         tracker = self.tracker
         data = run_state_data(run_state)
         previous_response_id, conversation_id = _compat.run_state_ids(run_state)
-        if tracker.strategy == "previous_response" and _compat.run_state_is_chained(run_state):
+        if tracker.conversation_id is None and _compat.run_state_is_chained(run_state):
             # The SDK resumes a chained run from its newest response that has an id.
             previous_response_id = newest_response_id(data) or previous_response_id
             # Responses the run never processed (a cancel right after response.completed)
@@ -496,7 +496,7 @@ class RequestCall:
         self.done = True
         self.record.error = type(error).__name__ if error is not None else "stream ended early"
         tracker = self.lifecycle.tracker
-        if tracker.strategy == "conversation" and not _never_reached(error):
+        if tracker.conversation_id is not None and not _never_reached(error):
             # The server may have accepted it: evidence decides before anything is re-sent.
             tracker.mark_uncertain(self._batch)
             if self.run is not None:

@@ -6,7 +6,7 @@ import copy
 import warnings
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from ._ids import uuid4_hex
 from ._items import Facts, ItemKeys, facts, item_to_dict
@@ -76,9 +76,13 @@ class ServerConversationTracker:
         prompt_cache_key: str | None = None,
         open_calls_policy: OpenCallsPolicy = "interrupt",
     ) -> None:
-        if strategy == "conversation" and not conversation_id:
+        if strategy not in get_args(ServerStrategyName):
+            raise ValueError(f"a tracker follows a server strategy, not {strategy!r}")
+        # The one reading of the strategy: after it, the cursor held says which kind this is.
+        follows_conversation = strategy == "conversation"
+        if follows_conversation and not conversation_id:
             raise ValueError("the conversation strategy needs a conversation_id")
-        if strategy == "previous_response" and conversation_id:
+        if not follows_conversation and conversation_id:
             raise ValueError("the previous_response strategy cannot hold a conversation_id")
         if max_digests < 1:
             raise ValueError("max_digests must be positive")
@@ -86,9 +90,10 @@ class ServerConversationTracker:
             raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
         self.open_calls_policy: OpenCallsPolicy = open_calls_policy
         """What closes an open call whose output the run never produced (see OpenCallsPolicy)."""
-        self.strategy: Strategy = strategy
+        # Two cursors, as the SDK's own tracker has: a conversation_id (always set when this
+        # follows a server conversation, never otherwise) or a previous_response_id chain.
         self._previous_response_id = previous_response_id
-        self._conversation_id = conversation_id
+        self._conversation_id = conversation_id if follows_conversation else None
         self._max_digests = max_digests
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
@@ -125,6 +130,16 @@ class ServerConversationTracker:
         self._chain_ids: set[str] = set()
 
     # -- cursor -----------------------------------------------------------------------------
+
+    @property
+    def strategy(self) -> Strategy:
+        """The server strategy this ledger serves, read from the cursor it holds."""
+        return "conversation" if self._conversation_id is not None else "previous_response"
+
+    @property
+    def _follows_conversation(self) -> bool:
+        """Whether the cursor is a server conversation (else a previous_response_id chain)."""
+        return self._conversation_id is not None
 
     @property
     def previous_response_id(self) -> str | None:
@@ -447,7 +462,7 @@ class ServerConversationTracker:
         """
         # A request that never reported back (e.g. a killed task): keep its items, as maybe
         # accepted where a re-send would duplicate them.
-        if self._in_flight is not None and self.strategy == "conversation":
+        if self._in_flight is not None and self._follows_conversation:
             self.mark_uncertain()
         elif self._in_flight is not None:
             self.rewind()
@@ -486,13 +501,13 @@ class ServerConversationTracker:
             self._remember(item, entry)
         for item in output:
             self._remember(item, entry)
-        if self.strategy == "conversation":
+        if self._follows_conversation:
             self._undelivered = {"response_id": response_id, "output": list(output)}
         for item in consumed:
             self._acked_objects[id(item)] = item
             if _keys(item).item_id is None:
                 self._consumed.add(_digest(item))
-        if response_id is not None and self.strategy == "previous_response":
+        if response_id is not None and not self._follows_conversation:
             self._previous_response_id = response_id
             self._journal.append(entry)
 
@@ -576,20 +591,19 @@ class ServerConversationTracker:
         """
         if self._in_flight is not None:
             self.rewind()
-        if self.strategy == "conversation" and not conversation_id:
+        if self._follows_conversation and not conversation_id:
             raise ValueError("restarting a conversation tracker needs the new conversation_id")
         # The calls the old chain left open are not in the new one (unless the window has them).
         self._open.clear()
         self._unsent.clear()
         self._closing.clear()
         # A RunState of the old chain still belongs here; rolling back into that chain does not.
-        old = self._conversation_id if self.strategy == "conversation" else None
-        old = old or self._previous_response_id
+        old = self._conversation_id or self._previous_response_id
         if old is not None and old != conversation_id:
             self._superseded.append(old)
         self._journal.clear()
         self._chain_ids.clear()
-        if self.strategy == "conversation":
+        if self._follows_conversation:
             self._conversation_id = conversation_id
             self._last_item_id = None
             for item in window:
@@ -693,7 +707,7 @@ class ServerConversationTracker:
         """
         pending = list(self._pending)
         uncertain = list(self._uncertain)
-        if self._in_flight is not None and self.strategy == "conversation":
+        if self._in_flight is not None and self._follows_conversation:
             uncertain = self._in_flight + uncertain
         elif self._in_flight is not None:
             pending = self._in_flight + pending
