@@ -1,8 +1,13 @@
-"""Suite-wide settings for ``tests/`` and ``integration/``."""
+"""Suite-wide settings and fixtures for ``tests/`` and ``integration/``."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import pytest
+
+from agents_state_ext.testing import MockResponsesAPI
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -17,3 +22,16 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def anyio_backend() -> str:
     # Async tests run on asyncio only: the Agents SDK is asyncio-based.
     return "asyncio"
+
+
+@pytest.fixture
+def mock_options() -> dict[str, Any]:
+    """The ``mock`` server's keyword arguments (a module overrides this fixture to change them)."""
+    return {}
+
+
+@pytest.fixture
+async def mock(mock_options: dict[str, Any]) -> AsyncIterator[MockResponsesAPI]:
+    """A fresh stateful mock Responses API, stopped after the test."""
+    async with MockResponsesAPI(**mock_options) as server:
+        yield server

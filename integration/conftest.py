@@ -6,13 +6,11 @@ under pytest-xdist are made in the workers and printed by the controller.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from agents import set_tracing_disabled
-
-from agents_state_ext.testing import MockResponsesAPI
 
 from ._report import PLUGIN_NAME, SESSION_SUMMARY, Tally
 
@@ -55,13 +53,6 @@ def pytest_testnodedown(node: Any, error: object) -> None:
         tally = Tally()
         plugins.register(tally, PLUGIN_NAME)
     tally.merge(counts)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    """A running MockResponsesAPI, stopped after the test."""
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture(autouse=True)

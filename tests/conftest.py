@@ -7,12 +7,10 @@ part (``_backends.unique_name``) and each worker drops only the names it handed 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from _backends import postgres_cleanup, redis_cleanup
-
-from agents_state_ext.testing import MockResponsesAPI
 
 
 @pytest.fixture(autouse=True)
@@ -20,13 +18,6 @@ def drop_test_databases() -> Iterator[None]:
     """After each test, drop what ``tests/_backends.py``'s factories handed out (if anything)."""
     yield
     asyncio.run(_cleanup())
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    """A fresh stateful mock Responses API (modules that need another kind define their own)."""
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def _cleanup() -> None:

@@ -41,13 +41,6 @@ STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "str
 set_tracing_disabled(True)
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    """A running MockResponsesAPI, stopped after the test."""
-    async with MockResponsesAPI() as api:
-        yield api
-
-
 def broken(name: str, what: str) -> str:
     """The failure message: which SDK, which private name, what no longer holds."""
     return f"openai-agents {_compat.SDK_VERSION}: {name} {what} (agents_state_ext/_compat.py)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -19,12 +18,6 @@ from agents_state_ext.stores import InMemoryStore
 from agents_state_ext.testing import MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def stored_chat(

@@ -8,7 +8,6 @@ events, so it fails on a stream that skips an event it indexes into (a missing
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import openai
 import pytest
@@ -18,12 +17,6 @@ from agents_state_ext.testing import MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def test_the_stream_helper_rebuilds_a_text_answer(mock: MockResponsesAPI) -> None:

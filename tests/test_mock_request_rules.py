@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx2
@@ -21,12 +21,6 @@ ROLE_MESSAGE = (
 CONTEXT_MESSAGE = (
     "Your input exceeds the context window of this model. Please adjust your input and try again."
 )
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def rejected(call: Awaitable[Any]) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -21,12 +20,6 @@ from agents_state_ext.testing import (
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 def error_body(exc: openai.APIStatusError) -> dict[str, Any]:

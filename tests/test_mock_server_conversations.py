@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -14,12 +13,6 @@ from agents_state_ext.testing import MockResponsesAPI, Reply, describe_items
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 def user(text: str) -> dict[str, Any]:

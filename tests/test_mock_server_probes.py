@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import openai
 import pytest
 from _grammar import message, through
@@ -18,12 +16,6 @@ set_tracing_disabled(True)
 TEXT_EVENTS = stream_of(message(2))
 ITEM_ADDED = through(TEXT_EVENTS, "response.output_item.added")
 FIRST_DELTA = through(TEXT_EVENTS, "response.output_text.delta")
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def stream(mock: MockResponsesAPI, **kwargs: object) -> list[str]:

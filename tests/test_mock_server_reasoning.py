@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -16,9 +15,8 @@ ENC = ["reasoning.encrypted_content"]
 
 
 @pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI(model="gpt-5") as server:
-        yield server
+def mock_options() -> dict[str, Any]:
+    return {"model": "gpt-5"}
 
 
 async def post(mock: MockResponsesAPI, **body: Any) -> httpx2.Response:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import openai
 import pytest
@@ -14,12 +12,6 @@ from _grammar import stream as stream_of
 from agents_state_ext.testing import Fault, MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def test_the_router_serves_classic_httpx_clients(mock: MockResponsesAPI) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import httpx2
 import openai
@@ -15,12 +14,6 @@ from agents_state_ext.testing import MockResponsesAPI, Reply, describe_items
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
 
 
 async def test_sse_frames_on_the_wire(mock: MockResponsesAPI) -> None:

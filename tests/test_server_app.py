@@ -80,12 +80,6 @@ def gate_for(streamed: bool) -> Gate:
     return Gate(two_deltas if streamed else 0)
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
-
-
 def agent_on(mock: MockResponsesAPI) -> Agent[Any]:
     return Agent(name="assistant", model=mock.model(), tools=[get_weather, delete_file])
 

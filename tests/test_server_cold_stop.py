@@ -78,12 +78,6 @@ async def cold(mock: MockResponsesAPI, tmp_path: Path) -> AsyncIterator[Make]:
     await store.aclose()
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
-
-
 def deltas(events: list[tuple[str, Any]]) -> str:
     return "".join(data["text"] for name, data in events if name == "delta")
 

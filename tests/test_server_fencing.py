@@ -98,12 +98,6 @@ class Workers:
             await app.state.chat_server.aclose()
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
-
-
 Make = Callable[..., Workers]
 
 

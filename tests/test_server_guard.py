@@ -11,7 +11,7 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -27,12 +27,6 @@ from agents_state_ext.testing import FixedTokenCounter, MockResponsesAPI
 set_tracing_disabled(True)
 
 TOKENS = {"alice": "alice-secret-0001"}
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 def app_on(mock: MockResponsesAPI, **options: Any) -> Any:

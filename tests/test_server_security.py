@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,12 +28,6 @@ pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
 
 TOKENS = {"alice": "alice-secret-0001", "bob": "bob-secret-00000002"}
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 def app_on(mock: MockResponsesAPI, **options: Any) -> Any:

@@ -48,12 +48,6 @@ THANKS = ("thanks", Reply.text("You are welcome."))
 
 
 @pytest.fixture
-async def mock() -> Any:
-    async with MockResponsesAPI() as api:
-        yield api
-
-
-@pytest.fixture
 def session(tmp_path: Path) -> Any:
     opened = SQLiteSession("s1", tmp_path / "sessions.db")
     yield opened

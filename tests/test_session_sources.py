@@ -9,7 +9,6 @@ conversation items routes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,6 @@ from agents_state_ext.testing import MockResponsesAPI, Reply
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as api:
-        yield api
 
 
 def alchemy_url() -> str:

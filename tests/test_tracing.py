@@ -118,12 +118,6 @@ def collected() -> Iterator[Collected]:
 
 
 @pytest.fixture
-async def mock() -> AsyncIterator[MockResponsesAPI]:
-    async with MockResponsesAPI() as server:
-        yield server
-
-
-@pytest.fixture
 async def store() -> AsyncIterator[SQLiteStore]:
     async with SQLiteStore(":memory:") as opened:  # records go through the stores' codec
         yield opened
