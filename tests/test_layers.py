@@ -30,7 +30,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset(
         {"_compaction", "_filters", "_handoffs", "_persistence", "_state", "_validation"}
     ): "issue 30: ConversationState's helpers take its owner and lifecycle, not the state",
-    frozenset({"chat.conversation", "chat.replay"}): "issue 30: the replay takes the chat's values",
     frozenset(
         {
             "chat.deps",

@@ -311,7 +311,7 @@ class Conversation(_Approvals):
             stream=stream,
         )
         self._in_flight = attempt = Attempt(self._deps, self._book, turn)
-        return Replay(self, original, attempt, obstacles)
+        return Replay(self.record, original, attempt, obstacles)
 
     # -- actions -----------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ from .turn import check_idle, start
 
 if TYPE_CHECKING:
     from .attempt import Attempt
-    from .conversation import Conversation
     from .deps import ChatDeps, Turn
     from .writes import Writes
 
@@ -106,12 +105,12 @@ class Replay:
 
     def __init__(
         self,
-        chat: Conversation,
+        record: Callable[[str], Awaitable[AttemptRecord]],
         original: AttemptRecord,
         attempt: Attempt,
         obstacles: list[ReplayObstacle],
     ) -> None:
-        self._chat = chat
+        self._record = record
         self.original = original
         """The record of the attempt replayed."""
         self.attempt = attempt
@@ -126,7 +125,7 @@ class Replay:
         """
         with contextlib.suppress(Exception):
             await self.attempt
-        replayed = await self._chat.record(self.attempt.attempt_id)
+        replayed = await self._record(self.attempt.attempt_id)
         original = self.original
         obstacles = list(self.obstacles)
         if replayed.reseeded_from is not None and original.reseeded_from is None:
