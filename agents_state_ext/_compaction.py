@@ -28,10 +28,18 @@ from .types import CompactionMode
 if TYPE_CHECKING:
     from agents.memory import Session
 
-    from ._state import ConversationState
+    from ._run import RunLifecycle
     from ._tracker import ServerConversationTracker
 
-__all__ = ["CompactionMode", "CompactionResult", "compact_state"]
+__all__ = [
+    "CompactionMode",
+    "CompactionResult",
+    "check_mode",
+    "compact_chain",
+    "compact_conversation",
+    "compact_items",
+    "compact_session",
+]
 
 _CHUNK = 20  # the Conversations API takes at most 20 items per call
 _PAGE = 100
@@ -51,32 +59,31 @@ class CompactionResult:
     conversation_id: str | None = None
 
 
-async def compact_state(
-    state: ConversationState,
-    *,
-    client: Any,
-    model: str,
-    items: list[Any] | None = None,
-    mode: CompactionMode = "auto",
-    store: bool = True,
-    session: Session | None = None,
-) -> CompactionResult:
-    """See :meth:`ConversationState.compact` (``session``: the session strategy's session)."""
+def check_mode(mode: CompactionMode) -> None:
+    """Refuse an unknown compaction mode before anything is read or sent."""
     if mode not in ("auto", "previous_response_id", "input"):
         raise ValueError(f"unknown compaction mode {mode!r}")
-    if session is not None:
-        return await _compact_session(session, client, model, items, mode)
-    tracker = state.tracker
-    if tracker is None:
-        if mode == "previous_response_id":
-            raise ValueError(f"a {state.strategy} conversation keeps no server chain to compact")
-        if not items:
-            raise ValueError("input-mode compaction needs the client-held items (items=...)")
-        response = await _compact(client, model=model, input=_as_input(items))
-        return CompactionResult(mode="input", items=_window(response), response_id=response["id"])
-    lifecycle = state.lifecycle
-    if lifecycle is not None and lifecycle.active:
+
+
+async def compact_items(
+    strategy: str, client: Any, model: str, items: list[Any] | None, mode: CompactionMode
+) -> CompactionResult:
+    """Compact client-held ``items`` (replay): the window goes back to the app."""
+    check_mode(mode)
+    if mode == "previous_response_id":
+        raise ValueError(f"a {strategy} conversation keeps no server chain to compact")
+    if not items:
+        raise ValueError("input-mode compaction needs the client-held items (items=...)")
+    response = await _compact(client, model=model, input=_as_input(items))
+    return CompactionResult(mode="input", items=_window(response), response_id=response["id"])
+
+
+def _server_ready(lifecycle: RunLifecycle, mode: CompactionMode) -> ServerConversationTracker:
+    """The ledger to compact, once no run is in flight and no tool call is left open."""
+    check_mode(mode)
+    if lifecycle.active:
         raise RunInProgressError("compact() while a run is in flight")
+    tracker = lifecycle.tracker
     if tracker.open_calls:
         raise OpenToolCallsError(
             "the server holds tool calls without outputs "
@@ -85,22 +92,22 @@ async def compact_state(
             "close_tool_calls and run once), then compact",
             tracker.open_calls,
         )
-    if tracker.strategy == "conversation":
-        return await _compact_conversation(tracker, client, model, items, mode)
-    return await _compact_chain(tracker, client, model, items, mode, store)
+    return tracker
 
 
 # -- previous_response ------------------------------------------------------------------------
 
 
-async def _compact_chain(
-    tracker: ServerConversationTracker,
+async def compact_chain(
+    lifecycle: RunLifecycle,
     client: Any,
     model: str,
     items: list[Any] | None,
     mode: CompactionMode,
     store: bool,
 ) -> CompactionResult:
+    """Compact a ``previous_response_id`` chain (see ``ConversationState.compact``)."""
+    tracker = _server_ready(lifecycle, mode)
     chain = tracker.previous_response_id
     if mode == "previous_response_id" and not store:
         raise ValueError("store=False keeps no server chain: compact with mode='input'")
@@ -171,13 +178,15 @@ def _checked(tracker: ServerConversationTracker, items: list[Any] | None) -> lis
 # -- conversation -----------------------------------------------------------------------------
 
 
-async def _compact_conversation(
-    tracker: ServerConversationTracker,
+async def compact_conversation(
+    lifecycle: RunLifecycle,
     client: Any,
     model: str,
     items: list[Any] | None,
     mode: CompactionMode,
 ) -> CompactionResult:
+    """Compact a server conversation into a new one (see ``ConversationState.compact``)."""
+    tracker = _server_ready(lifecycle, mode)
     if mode == "previous_response_id":
         raise ValueError(
             "a server conversation has no response chain to compact; compaction lists its "
@@ -236,13 +245,15 @@ def _seed(item: dict[str, Any]) -> dict[str, Any]:
 # -- session ----------------------------------------------------------------------------------
 
 
-async def _compact_session(
+async def compact_session(
     session: Session,
     client: Any,
     model: str,
     items: list[Any] | None,
     mode: CompactionMode,
 ) -> CompactionResult:
+    """Compact a session's items and rewrite the session (see ``ConversationState.compact``)."""
+    check_mode(mode)
     from agents.memory import OpenAIConversationsSession
 
     if isinstance(session, OpenAIConversationsSession):

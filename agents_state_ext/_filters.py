@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
+from ._handoffs import guard_handoffs
 from ._model import TrackedModel
 from ._validation import validate_run_settings
 from .errors import HandoffFilterError, InputFilterError, MixedStateOwnerError
 
 if TYPE_CHECKING:
-    from ._state import ConversationState
+    from ._owned import Owned
 
 __all__ = ["tracked_input_filter"]
 
@@ -24,7 +25,7 @@ UserFilter = Callable[[CallModelData[Any]], "ModelInputData | Awaitable[ModelInp
 def tracked_input_filter(
     user_filter: UserFilter | None = None,
     *,
-    state: ConversationState | None = None,
+    state: Owned | None = None,
 ) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
     """Wrap a sync or async ``call_model_input_filter`` for use under a conversation state.
 
@@ -38,7 +39,7 @@ def tracked_input_filter(
     """
 
     async def adapter(data: CallModelData[Any]) -> ModelInputData:
-        lifecycle = state.lifecycle if state is not None else None
+        lifecycle = state.owner.lifecycle if state is not None else None
         ours = False
         if lifecycle is not None and state is not None:
             # Before the run's first model call no sub-run (agent.as_tool) can be running yet.
@@ -92,9 +93,7 @@ def _check_bound(agent: Any) -> None:
         )
 
 
-def _check_handoffs(agent: Any, state: ConversationState) -> None:
-    from ._handoffs import guard_handoffs
-
+def _check_handoffs(agent: Any, state: Owned) -> None:
     # Handoffs bound by ConversationState already run with nesting off; any left is unbound.
     left = guard_handoffs(agent, state, warn=False)
     if left:

@@ -12,7 +12,7 @@ from ._validation import walk_agents
 from .errors import HandoffFilterError, NestedHistoryDisabledWarning
 
 if TYPE_CHECKING:
-    from ._state import ConversationState
+    from ._owned import Owned
 
 __all__ = ["HandoffDowngrade", "NestedHistoryDisabledWarning", "guard_handoffs"]
 
@@ -33,7 +33,7 @@ def _target_name(entry: Agent[Any] | Handoff[Any, Any]) -> str:
 
 def guard_handoffs(
     agent: Agent[Any],
-    state: ConversationState,
+    state: Owned,
     run_config: RunConfig | None = None,
     *,
     warn: bool = True,
@@ -49,7 +49,8 @@ def guard_handoffs(
     warning to the caller). Client-managed strategies (replay, session) leave filters and
     nesting alone and get ``[]``.
     """
-    if not state.is_server_managed:
+    owner = state.owner
+    if owner.lifecycle is None:
         return []
     run_filter = run_config.handoff_input_filter if run_config is not None else None
     run_nest = bool(run_config.nest_handoff_history) if run_config is not None else False
@@ -62,7 +63,7 @@ def guard_handoffs(
                 source = "Handoff.input_filter" if own_filter is not None else "RunConfig"
                 raise HandoffFilterError(
                     f"handoff {name!r} has an input filter ({source}), but this conversation's "
-                    f"history is owned by the server ({state.strategy} strategy): a filter would "
+                    f"history is owned by the server ({owner.strategy} strategy): a filter would "
                     "rewrite history the server already holds. Remove the filter, or use "
                     "ConversationState.replay() / .session() for client-managed history."
                 )

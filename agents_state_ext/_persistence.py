@@ -10,17 +10,15 @@ from agents import Agent, RunState
 from . import _compat
 from ._envelope import LEDGER_FORMAT, open_envelope, seal_envelope
 from ._run import PartialOutput
-from ._tracker import ServerConversationTracker
 from .errors import MixedStateOwnerError, StateBlobError
+from .owners import owner_class
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from ._state import ConversationState, ServerConversationState
+    from .owners import Owner
 
 __all__ = ["dump_ledger", "dump_state", "load_ledger", "load_state", "run_state_json"]
-
-_STRATEGIES = ("replay", "session", "previous_response", "conversation")
 
 
 def run_state_json(run_state: RunState[Any], **to_json: Any) -> dict[str, Any]:
@@ -38,7 +36,7 @@ def run_state_json(run_state: RunState[Any], **to_json: Any) -> dict[str, Any]:
 
 
 def dump_state(
-    state: ConversationState,
+    owner: Owner,
     result_or_run_state: Any,
     *,
     key: bytes | str | None = None,
@@ -53,13 +51,13 @@ def dump_state(
         )
     extra = {"context_serializer": context_serializer} if context_serializer else {}
     run_json = run_state_json(run_state, **extra)
-    lifecycle = state.lifecycle
+    lifecycle = owner.lifecycle
     if lifecycle is not None:
         # Tool outputs the run produced but never sent travel with the ledger.
         lifecycle.harvest(result_or_run_state if run_state is not result_or_run_state else run_json)
-    partial = state.partial
+    partial = lifecycle.partial if lifecycle is not None else None
     payload = {
-        "strategy": state.strategy,
+        "strategy": owner.strategy,
         "tracker": lifecycle.snapshot() if lifecycle is not None else None,
         "partial": dataclasses.asdict(partial) if partial is not None else None,
         "run_state": run_json,
@@ -68,7 +66,6 @@ def dump_state(
 
 
 async def load_state(
-    cls: type[ConversationState],
     agent: Agent[Any],
     blob: str | bytes,
     *,
@@ -76,30 +73,18 @@ async def load_state(
     session: Any = None,
     client: AsyncOpenAI | None = None,
     context_deserializer: Any = None,
-) -> tuple[ConversationState, RunState[Any]]:
-    """See :meth:`ConversationState.loads`."""
+) -> tuple[Owner, RunState[Any]]:
+    """See :meth:`ConversationState.loads`: the restored owner and its RunState."""
     payload = open_envelope(blob, key=key)
     strategy = payload["strategy"]
-    if strategy not in _STRATEGIES:
+    owner_type = owner_class(strategy)
+    if owner_type is None:
         raise StateBlobError(f"the state blob names an unknown strategy {strategy!r}")
-    tracker_data = payload.get("tracker")
-    if strategy in ("previous_response", "conversation"):
-        if not isinstance(tracker_data, dict):
-            raise StateBlobError(f"the {strategy} strategy's blob has no tracker")
-        tracker = ServerConversationTracker.from_dict(tracker_data)
-        if tracker.strategy != strategy:
-            raise StateBlobError("the blob's tracker does not match its strategy")
-        state: ConversationState = cls.for_tracker(tracker, client=client)
-    elif strategy == "session":
-        if session is None:
-            raise ValueError("this blob belongs to a session conversation: pass session=")
-        state = cls("session", session=session)
-    else:
-        state = cls("replay")
+    state = owner_type.restore(payload.get("tracker"), session=session, client=client)
     _restore_partial(state, payload.get("partial"))
     lifecycle = state.lifecycle
     run_json = payload["run_state"]
-    bound = state.bind(agent)
+    bound = state.bind_graph(agent)[0]
     extra = {"context_deserializer": context_deserializer} if context_deserializer else {}
     try:
         run_state = await RunState.from_json(bound, run_json, **extra)
@@ -120,17 +105,17 @@ async def load_state(
     return state, run_state
 
 
-def dump_ledger(state: ConversationState, *, key: bytes | str | None = None) -> str:
+def dump_ledger(owner: Owner, *, key: bytes | str | None = None) -> str:
     """See :meth:`ConversationState.dumps_ledger`."""
-    lifecycle = state.lifecycle
+    lifecycle = owner.lifecycle
     if lifecycle is None:
         raise ValueError(
-            f"a {state.strategy} conversation keeps no ledger: only the previous_response and "
+            f"a {owner.strategy} conversation keeps no ledger: only the previous_response and "
             "conversation strategies have one to store"
         )
-    partial = state.partial
+    partial = lifecycle.partial
     payload = {
-        "strategy": state.strategy,
+        "strategy": owner.strategy,
         "tracker": lifecycle.snapshot(),
         "partial": dataclasses.asdict(partial) if partial is not None else None,
     }
@@ -138,29 +123,26 @@ def dump_ledger(state: ConversationState, *, key: bytes | str | None = None) -> 
 
 
 def load_ledger(
-    cls: type[ConversationState],
     blob: str | bytes,
     *,
     key: bytes | str | None = None,
     client: AsyncOpenAI | None = None,
-) -> ServerConversationState:
-    """See :meth:`ConversationState.loads_ledger`."""
+) -> Owner:
+    """See :meth:`ConversationState.loads_ledger`: the restored server owner."""
     payload = open_envelope(blob, key=key, format=LEDGER_FORMAT)
     strategy = payload["strategy"]
     tracker_data = payload.get("tracker")
-    if strategy not in ("previous_response", "conversation") or not isinstance(tracker_data, dict):
+    owner_type = owner_class(strategy)
+    if owner_type is None or not owner_type.server_managed or not isinstance(tracker_data, dict):
         raise StateBlobError(
             f"a ledger blob needs a server strategy and its tracker, got {strategy!r}"
         )
-    tracker = ServerConversationTracker.from_dict(tracker_data)
-    if tracker.strategy != strategy:
-        raise StateBlobError("the blob's tracker does not match its strategy")
-    state = cls.for_tracker(tracker, client=client)
-    _restore_partial(state, payload.get("partial"))
-    return state
+    owner = owner_type.restore(tracker_data, client=client)
+    _restore_partial(owner, payload.get("partial"))
+    return owner
 
 
-def _restore_partial(state: ConversationState, partial: Any) -> None:
+def _restore_partial(state: Owner, partial: Any) -> None:
     lifecycle = state.lifecycle
     if isinstance(partial, dict) and lifecycle is not None:
         try:

@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from agents import Agent, RunConfig, RunHooks, Runner, RunState
 from agents.exceptions import InputGuardrailTripwireTriggered
 from agents.memory import Session
-from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 from openai import AsyncOpenAI
 
 from . import _compat, _persistence
-from ._binding import bind_agent, keep_session_history, session_graph
-from ._carry import carry_reasoning
-from ._compaction import CompactionMode, CompactionResult, compact_state
-from ._filters import tracked_input_filter
+from ._compaction import CompactionMode, CompactionResult
 from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
-from ._model import TrackedModel, TrackedModelProvider
 from ._rejection import reject_when_told
 from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._run import PartialOutput, RunLifecycle, SentRequest
 from ._run_config import as_run_config
-from ._tool_hooks import ToolOutputHooks
 from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings, walk_agents
-from .errors import HandoffFilterError, MixedStateOwnerError, RunInProgressError
+from .owners import OWNERS, Owner
 from .stores.ledger import use_ledger_codec
 from .types import StrategyName
 
@@ -55,15 +48,20 @@ class ConversationState:
         session: Session | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
-        self.strategy: StrategyName = strategy
-        self._session = session
-        self._lifecycle: RunLifecycle | None = None
+        self._start(OWNERS[strategy].create(tracker=tracker, session=session, client=client))
+
+    def _start(self, owner: Owner) -> None:
+        self._owner = owner
+        self._lifecycle = owner.lifecycle
         self.downgrades: list[HandoffDowngrade] = []
         """Handoff settings turned off because the server owns the history (newest last)."""
-        if strategy in ("previous_response", "conversation"):
-            if tracker is None:
-                raise ValueError(f"the {strategy} strategy needs a tracker")
-            self._lifecycle = RunLifecycle(tracker=tracker, reconcile_client=client)
+
+    @classmethod
+    def _over(cls, owner: Owner) -> ConversationState:
+        state_cls = ServerConversationState if owner.lifecycle is not None else ConversationState
+        state = state_cls.__new__(state_cls)
+        state._start(owner)  # noqa: SLF001 (the class's own constructor path)
+        return state
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -146,6 +144,16 @@ class ConversationState:
     # -- what callers read -------------------------------------------------------------------
 
     @property
+    def strategy(self) -> StrategyName:
+        """Who owns this conversation's history (the owner's strategy name)."""
+        return self._owner.name
+
+    @property
+    def owner(self) -> Owner:
+        """The owner of this conversation's history: what a run under each strategy gets."""
+        return self._owner
+
+    @property
     def tracker(self) -> ServerConversationTracker | None:
         """The ledger of a server strategy; ``None`` for replay and session."""
         return self._lifecycle.tracker if self._lifecycle is not None else None
@@ -191,8 +199,7 @@ class ConversationState:
         For the ``open_calls="raise"`` policy, after :class:`~agents_state_ext.OpenToolCallsError`
         named the calls. An unknown call id raises ``KeyError`` and nothing is kept.
         """
-        tracker = self._server_tracker("close_tool_calls")
-        tracker.supply_outputs(outputs)
+        self._owner.server_tracker("close_tool_calls").supply_outputs(outputs)
 
     def reseed(self, items: list[Any]) -> None:
         """Start a new ``previous_response_id`` chain from ``items``, the history the app holds.
@@ -202,22 +209,7 @@ class ConversationState:
         conversation follows the new chain. Give the history as the model should see it, for
         instance ``result.to_input_list()`` of the last good run or a budgeted selection.
         """
-        tracker = self._server_tracker("reseed")
-        if tracker.strategy != "previous_response":
-            raise ValueError(
-                "reseed() starts a new previous_response_id chain; a conversation strategy "
-                "continues on a new conversation instead (create it with the items and use "
-                "ConversationState.conversation(new_id))"
-            )
-        if self._lifecycle is not None and self._lifecycle.active:
-            raise RunInProgressError("reseed() while a run is in flight")
-        tracker.restart(list(items))
-
-    def _server_tracker(self, action: str) -> ServerConversationTracker:
-        tracker = self.tracker
-        if tracker is None:
-            raise ValueError(f"{action}() needs a server strategy; this is {self.strategy}")
-        return tracker
+        self._owner.reseed(items)
 
     # -- configuring runs --------------------------------------------------------------------
 
@@ -231,7 +223,7 @@ class ConversationState:
         """
         base = as_run_config(base) or RunConfig()
         validate_run_settings(self, run_config=base)
-        return self._config(base, adapter=True)
+        return self._owner.configure(base, adapter=True)
 
     def runner_kwargs(
         self,
@@ -253,54 +245,7 @@ class ConversationState:
         kwargs: dict[str, Any] = {"run_config": self.run_config(run_config)}
         if hooks is not None:
             kwargs["hooks"] = hooks
-        return self._owned(kwargs)
-
-    def _config(self, base: RunConfig, *, adapter: bool, own: bool = False) -> RunConfig:
-        # adapter=False: run() has checked and bound everything the adapter would check on the
-        # first call, so without a user filter the SDK's filter step can be skipped altogether.
-        # own=True: ``base`` was made for this run, so it is changed in place, not copied.
-        lifecycle = self._lifecycle
-        if lifecycle is None:
-            config = dataclasses.replace(base)
-            if base.call_model_input_filter is not None:
-                config.call_model_input_filter = tracked_input_filter(base.call_model_input_filter)
-            if self.strategy == "session" and base.handoff_input_filter is not None:
-                config.handoff_input_filter = keep_session_history(base.handoff_input_filter)
-            if self.strategy == "replay" and base.group_id is None:
-                # The SDK derives its default prompt_cache_key from the session, the group id
-                # or, failing both, a new value per run; a replayed conversation has neither.
-                group: str | None = getattr(self, "_cache_group", None)
-                if group is None:
-                    group = self._cache_group = f"agents-state-ext:{uuid.uuid4().hex}"
-                config.group_id = group
-            return config
-        if base.handoff_input_filter is not None:
-            raise HandoffFilterError(
-                "RunConfig.handoff_input_filter would rewrite history that the server owns "
-                f"({self.strategy} strategy); remove it or use a client-managed strategy"
-            )
-        # A fresh provider per run configuration: it names the run (see RunLifecycle.claims).
-        provider = base.model_provider
-        if isinstance(provider, TrackedModelProvider) and provider.lifecycle is lifecycle:
-            provider = provider.inner
-        provider = TrackedModelProvider(provider, lifecycle)
-        model = base.model
-        if isinstance(model, TrackedModel) and model.serves(lifecycle):
-            model = model.inner
-        if isinstance(model, Model) and not isinstance(model, TrackedModel):
-            model = TrackedModel(model, lifecycle, run=provider)
-        user_filter = base.call_model_input_filter
-        config = base if own else dataclasses.replace(base)
-        config.model = model
-        config.model_provider = provider
-        config.nest_handoff_history = False
-        config.session_input_callback = _refuse_session(self.strategy)
-        config.call_model_input_filter = (
-            tracked_input_filter(user_filter, state=self)
-            if adapter or user_filter is not None
-            else None
-        )
-        return config
+        return self._owner.owned(kwargs)
 
     def _prepare(
         self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
@@ -324,45 +269,16 @@ class ConversationState:
                 if downgrade.handoff not in known:
                     warn_nesting_disabled(downgrade)
                     self.downgrades.append(downgrade)
-        kwargs = self._runner_kwargs(runner_kwargs)
-        if self.strategy == "session" and isinstance(input, list) and any(map(_item_id, input)):
-            # Items with server ids may already be in the session (a compaction's window).
-            config = kwargs["run_config"]  # this run's own copy
-            config.session_input_callback = _skip_held_items(config.session_input_callback)
-        if self._lifecycle is None:  # the app sends the history: it must not need the server
-            carry_reasoning(kwargs["run_config"], list(walk_agents(agent)))
-        bound, graph = self._bind_graph(agent, kwargs["run_config"].model_provider)
+        kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
+        base = kwargs.get("run_config")
+        config = self._owner.configure(base or RunConfig(), adapter=False, own=base is None)
+        kwargs["run_config"] = config
+        kwargs = self._owner.owned(kwargs)
+        self._owner.prepare(config, agent, input)  # this run's own copy
+        bound, graph = self._owner.bind_graph(agent, config.model_provider)
         if isinstance(input, RunState) and bound is not agent:
             graph |= _refresh_paused_agent(input, agent, bound)
         return bound, graph, kwargs
-
-    def _runner_kwargs(self, runner_kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
-        base = kwargs.get("run_config")
-        own = base is None
-        kwargs["run_config"] = self._config(base or RunConfig(), adapter=False, own=own)
-        return self._owned(kwargs)
-
-    def _owned(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``kwargs`` with the ledger's tool-output hooks (around the app's) and the owner's."""
-        if self._lifecycle is not None:
-            kwargs["hooks"] = ToolOutputHooks(kwargs.get("hooks"), self._lifecycle)
-        kwargs.update(self._owner_kwargs())
-        return kwargs
-
-    def _owner_kwargs(self) -> dict[str, Any]:
-        """The ``Runner`` arguments naming this conversation's owner: its cursor or session."""
-        tracker = self.tracker
-        if self.strategy == "session":
-            return {"session": self._session}
-        if tracker is not None and self.strategy == "previous_response":
-            return {
-                "previous_response_id": tracker.previous_response_id,
-                "auto_previous_response_id": True,
-            }
-        if tracker is not None:
-            return {"conversation_id": tracker.conversation_id}
-        return {}
 
     def bind(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent``'s graph whose own ``Model`` instances go through the ledger.
@@ -373,21 +289,7 @@ class ConversationState:
         shape the model's input but leave the session's history whole; replay returns
         ``agent`` as it is.
         """
-        return self._bind(agent)
-
-    def _bind(self, agent: Agent[Any]) -> Agent[Any]:
-        return self._bind_graph(agent)[0]
-
-    def _bind_graph(
-        self, agent: Agent[Any], run: object | None = None
-    ) -> tuple[Agent[Any], set[int]]:
-        if self.strategy == "session":
-            return session_graph(agent, {}), set()
-        if self._lifecycle is None:
-            return agent, set()
-        seen: dict[int, Agent[Any]] = {}
-        bound = bind_agent(agent, self._lifecycle, seen, run)
-        return bound, {id(copy) for copy in seen.values()}
+        return self._owner.bind_graph(agent)[0]
 
     # -- running -----------------------------------------------------------------------------
 
@@ -487,10 +389,9 @@ class ConversationState:
         (:class:`~agents_state_ext.OpenToolCallsError`). A RunState made before the compaction
         still loads and resumes, on the compacted window. See docs/resume.md.
         """
-        return await compact_state(
-            self, client=client, model=model, items=items, mode=mode, store=store,
-            session=self._session if self.strategy == "session" else None,
-        )  # fmt: skip
+        return await self._owner.compact(
+            client=client, model=model, items=items, mode=mode, store=store
+        )
 
     # -- durability ----------------------------------------------------------------------------
 
@@ -509,7 +410,7 @@ class ConversationState:
         is written.
         """
         return _persistence.dump_state(
-            self, result_or_run_state, key=key, context_serializer=context_serializer
+            self._owner, result_or_run_state, key=key, context_serializer=context_serializer
         )
 
     @classmethod
@@ -530,10 +431,11 @@ class ConversationState:
         returned RunState is already bound to the restored ledger. A session conversation
         needs its ``session`` again.
         """
-        return await _persistence.load_state(
-            cls, agent, blob, key=key, session=session, client=client,
+        owner, run_state = await _persistence.load_state(
+            agent, blob, key=key, session=session, client=client,
             context_deserializer=context_deserializer,
         )  # fmt: skip
+        return cls._over(owner), run_state
 
     def dumps_ledger(self, *, key: bytes | str | None = None) -> str:
         """Serialize the ledger alone, without a run: what a store keeps between runs.
@@ -543,7 +445,7 @@ class ConversationState:
         kept as maybe-accepted (conversation) or pending (previous_response), exactly as in
         :meth:`dumps`. Replay and session conversations keep no ledger: ``ValueError``.
         """
-        return _persistence.dump_ledger(self, key=key)
+        return _persistence.dump_ledger(self._owner, key=key)
 
     @classmethod
     def loads_ledger(
@@ -558,7 +460,9 @@ class ConversationState:
         A malformed, tampered (with ``key``) or newer blob raises
         :class:`~agents_state_ext.StateBlobError`. ``client`` is as for :meth:`conversation`.
         """
-        return _persistence.load_ledger(cls, blob, key=key, client=client)
+        state = cls._over(_persistence.load_ledger(blob, key=key, client=client))
+        assert isinstance(state, ServerConversationState)  # a ledger blob names a server owner
+        return state
 
     def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
         # Only an input guardrail can undo a run (see run()); without one, skip the copy,
@@ -598,56 +502,6 @@ def _refresh_paused_agent(
     for field in dataclasses.fields(fresh):
         setattr(paused, field.name, getattr(fresh, field.name))
     return {id(paused)}
-
-
-def _skip_held_items(user_callback: Any) -> Any:
-    """A ``session_input_callback`` that drops new input items the session already holds.
-
-    Only items with a server ``id`` are dropped (the same item); id-less input is never judged
-    by content. So the window a compaction wrote into the session, passed back as input, is
-    neither sent nor stored twice. ``user_callback`` then merges as usual.
-    """
-
-    def merge(history: list[Any], new_input: list[Any]) -> Any:
-        held = {i for i in (_item_id(item) for item in history) if i is not None}
-        fresh = [item for item in new_input if _item_id(item) not in held]
-        if user_callback is not None:
-            return user_callback(history, fresh)
-        return [*history, *fresh]
-
-    return merge
-
-
-_REFUSERS: dict[str, Any] = {}
-
-
-def _item_id(item: Any) -> str | None:
-    value = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
-    return value if isinstance(value, str) and value else None
-
-
-def _refuse_session(strategy: str) -> Any:
-    """A ``session_input_callback`` that refuses the run: a session beside a server owner.
-
-    The SDK calls it only when a ``session`` was passed to ``Runner``, before any request. It
-    depends on the strategy alone, so one per strategy is made and handed to every run.
-    """
-    refuse = _REFUSERS.get(strategy)
-    if refuse is None:
-        refuse = _REFUSERS[strategy] = _make_refuser(strategy)
-    return refuse
-
-
-def _make_refuser(strategy: str) -> Any:
-
-    def refuse(history: list[Any], new_input: list[Any]) -> list[Any]:
-        raise MixedStateOwnerError(
-            f"a session was passed to Runner, but this conversation's state is owned by the "
-            f"server ({strategy} strategy) through run_config(): two owners would duplicate "
-            "history. Drop session=, or use ConversationState.session(session) instead"
-        )
-
-    return refuse
 
 
 class ServerConversationState(ConversationState):

@@ -15,16 +15,9 @@ from ._model import TrackedModel
 from .errors import MixedStateOwnerError
 
 if TYPE_CHECKING:
-    from ._state import ConversationState
+    from ._owned import Owned
 
 __all__ = ["validate_run_settings"]
-
-_OWNER_NAMES = {
-    "replay": "explicit replay (the application)",
-    "session": "the SDK session",
-    "previous_response": "the Responses API (previous_response_id)",
-    "conversation": "the Conversations API (conversation_id)",
-}
 
 
 def _mixed(first: str, second: str, fix: str) -> MixedStateOwnerError:
@@ -34,7 +27,7 @@ def _mixed(first: str, second: str, fix: str) -> MixedStateOwnerError:
 
 
 def validate_run_settings(
-    state: ConversationState | None = None,
+    state: Owned | None = None,
     *,
     agent: Agent[Any] | None = None,
     input: Any = None,
@@ -81,7 +74,8 @@ def validate_run_settings(
         _check_run_state_ids(input, previous_response_id, conversation_id)
     if state is None:
         return
-    owner = _OWNER_NAMES[state.strategy]
+    chosen = state.owner
+    owner = chosen.label
     given = server_ids + (["session"] if session is not None else [])
     if given:
         raise _mixed(
@@ -89,9 +83,10 @@ def validate_run_settings(
             f"what was passed to the run ({', '.join(given)})",
             "Pass no ids or session: ConversationState supplies them for its strategy.",
         )
-    tracker = state.tracker
-    if tracker is None:
+    lifecycle = chosen.lifecycle
+    if lifecycle is None:
         return
+    tracker = lifecycle.tracker
     if isinstance(input, list):
         replayed = [item for item in input if _acknowledged(tracker, item)]
         if replayed:
@@ -123,7 +118,7 @@ def validate_run_settings(
         )
     # Both server owners need the server to keep what it answered: a chain needs the stored
     # response, a conversation its stored items.
-    kept = "response to chain from" if state.strategy == "previous_response" else "item"
+    kept = chosen.kept
     for where, store in _store_settings(graph, run_config):
         if store is False:
             raise _mixed(

@@ -15,21 +15,11 @@ from tools.layers import LAYERS, Import, cycles, imports, layer_of, modules, upw
 
 # (importer, imported): a lower layer importing a higher one, each with why it must go.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    (
-        "_filters",
-        "_state",
-    ): "issue 30: the input filter takes the owner and lifecycle, not the state",
-    ("_filters", "_validation"): "issue 30: the filter's checks move to the owner or the ledger",
-    ("_handoffs", "_state"): "issue 30: handoff adaptation takes the owner, not the state",
-    ("_handoffs", "_validation"): "issue 30: the handoff checks move to the owner or the ledger",
     ("_session_import", "chat.counts"): "issue 30: stored token counts move below the chat",
 }
 
 # Import cycles (strongly connected components), each with why it must go.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset(
-        {"_compaction", "_filters", "_handoffs", "_persistence", "_state", "_validation"}
-    ): "issue 30: ConversationState's helpers take its owner and lifecycle, not the state",
     frozenset(
         {
             "chat.deps",

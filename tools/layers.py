@@ -60,6 +60,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_compat",
         "_filters",
         "_handoffs",
+        "_owned",
+        "_validation",
+        "_compaction",
         "_tool_hooks",
         "_binding",
         "_carry",
@@ -72,8 +75,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "state": (
         "_state",
         "_persistence",
-        "_compaction",
-        "_validation",
         "_rejection",
         "_session_import",
         "_session_export",
