@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._text import one_line, redact
 from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
-from ._redis_outcome import LOOKUP, TTL_MS, lookup
+from ._redis_outcome import LOOKUP, TTL_MS, Outcome, lookup
 from ._redis_scripts import Keys
 
 __all__ = ["CLIENT_DEFAULTS", "RedisLink", "one_line", "open_client", "redact"]
@@ -123,11 +123,10 @@ class RedisLink:
             commit_id = uuid.uuid4().hex
             try:
                 with self._talk():
-                    return list(
-                        await script(keys=[*keys, *noted], args=[*args, commit_id, TTL_MS])
-                    )
+                    return list(await script(keys=[*keys, *noted], args=[*args, commit_id, TTL_MS]))
             except StoreUnavailableError as exc:
-                found, answer = "not applied", []
+                found: Outcome = "not applied"
+                answer: list[Any] = []
                 if not _never_sent(exc):
                     if self._lookup is None:
                         self._lookup = self.client.register_script(LOOKUP)
