@@ -6,6 +6,8 @@ loading its data). redis-py's own retries are off on the clients :func:`open_cli
 script that changes data is never sent twice (a commit applied and then retried would report a
 lost compare-and-set it won). Reads, which can be repeated safely, are tried once more after a
 lost connection; a pooled connection that died meanwhile is replaced when it is next taken.
+A write whose connection broke is looked up on the server instead (``_redis_outcome``): applied,
+it returns as stored; not applied, it is sent once more.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._text import one_line, redact
 from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
+from ._redis_outcome import LOOKUP, TTL_MS, Outcome, lookup
 from ._redis_scripts import Keys
 
 __all__ = ["CLIENT_DEFAULTS", "RedisLink", "one_line", "open_client", "redact"]
@@ -76,6 +79,7 @@ class RedisLink:
         self.closed = False
         self.epoch_key = epoch_key
         self.epoch: str | None = None
+        self._lookup: Any = None
 
     async def close(self) -> None:
         """Refuse work from now on, and close the client if it is ours; twice is fine."""
@@ -85,18 +89,53 @@ class RedisLink:
                 await self.client.aclose()
 
     async def run(
-        self, script: Any, keys: Sequence[str], args: Sequence[Any], *, read: bool = False
+        self,
+        script: Any,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        read: bool = False,
+        noted: Sequence[str] = (),
     ) -> list[Any]:
-        """A script's whole answer: its status first (``read``: it changes nothing)."""
+        """A script's whole answer: its status first (``read``: it changes nothing).
+
+        A write is a script wrapped by ``_redis_outcome.recorded``, noted at ``noted`` (its
+        outcomes hash and times): when its connection breaks or times out, the note tells
+        whether it was applied (its answer is returned, as stored) or not (it is sent once
+        more after a lost connection, under a new id; else ``StoreUnavailableError``).
+        """
         await self._first_use()
+        if not read:
+            return await self._write(script, keys, args, noted)
         try:
             with self._talk():
                 return list(await script(keys=keys, args=args))
         except StoreUnavailableError as exc:
-            if not (read and _lost_connection(exc)):
+            if not _lost_connection(exc):
                 raise
         with self._talk():
             return list(await script(keys=keys, args=args))
+
+    async def _write(
+        self, script: Any, keys: Sequence[str], args: Sequence[Any], noted: Sequence[str]
+    ) -> list[Any]:
+        for retried in (False, True):
+            commit_id = uuid.uuid4().hex
+            try:
+                with self._talk():
+                    return list(await script(keys=[*keys, *noted], args=[*args, commit_id, TTL_MS]))
+            except StoreUnavailableError as exc:
+                found: Outcome = "not applied"
+                answer: list[Any] = []
+                if not _never_sent(exc):
+                    if self._lookup is None:
+                        self._lookup = self.client.register_script(LOOKUP)
+                    found, answer = await lookup(self._lookup, noted, commit_id)
+                if found == "applied":
+                    return answer
+                if retried or found == "unknown" or not _lost_connection(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def read(self, *reads: Callable[[Any], object]) -> list[Any]:
         """The answers of several reads, taken together in one MULTI block.
@@ -159,6 +198,12 @@ class RedisLink:
             raise StoreError(f"Redis: {one_line(exc)}") from exc
         except UnicodeEncodeError as exc:  # raised while packing the command: nothing was sent
             raise StoreValueError(f"a value is not valid Unicode text: {one_line(exc)}") from exc
+
+
+def _never_sent(error: StoreUnavailableError) -> bool:
+    """Whether ``error`` is a connection that could not be made: the script was never sent."""
+    cause = error.__cause__
+    return isinstance(cause, RedisConnectionError) and "connecting to" in str(cause)
 
 
 def _lost_connection(error: StoreUnavailableError) -> bool:

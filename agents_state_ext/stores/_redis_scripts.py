@@ -147,13 +147,13 @@ return {'ok'}
 
 DELETE = """#!lua
 -- KEYS: info, nodes, parents, node-order, attempts, attempt-order, runs, encodings, ledger,
--- index. ARGV: id, the prefix of its token-count keys.
+-- outcomes, outcome-times, index. ARGV: id, the prefix of its token-count keys.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'no-conversation'} end
 for _, encoding in ipairs(redis.call('SMEMBERS', KEYS[8])) do
   redis.call('DEL', ARGV[2] .. encoding)
 end
-redis.call('DEL', unpack(KEYS, 1, 9))
-redis.call('ZREM', KEYS[10], ARGV[1])
+redis.call('DEL', unpack(KEYS, 1, 11))
+redis.call('ZREM', KEYS[12], ARGV[1])
 return {'ok'}
 """
 
@@ -186,6 +186,7 @@ class Keys:
         self.encodings = prefix + "encodings"
         self.tokens_prefix = prefix + "tokens:"
         self.ledger = prefix + "ledger"
+        self.noted = [prefix + "outcomes", prefix + "outcome-times"]
 
     def tokens(self, encoding: str) -> str:
         """The key of the conversation's token counts in ``encoding``."""
@@ -203,6 +204,7 @@ class Keys:
             self.runs,
             self.encodings,
             self.ledger,
+            *self.noted,
         ]
 
 

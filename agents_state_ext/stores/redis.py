@@ -72,6 +72,7 @@ from ..errors import (
 )
 from . import _codec
 from ._redis_link import RedisLink, open_client, redact
+from ._redis_outcome import recorded
 from ._redis_scripts import (
     ACTIVE_PATH,
     COMMIT,
@@ -142,9 +143,13 @@ class RedisStore(StoreBase):
         self._known: OrderedDict[str, None] = OrderedDict()
         self._clock = clock or time.time
         self._index = f"{self._ns}:conversations"
-        script = client.register_script
+        self._noted = [f"{self._ns}:outcomes", f"{self._ns}:outcome-times"]
+
+        def script(text: str) -> Any:
+            return client.register_script(recorded(text))
+
         self._create, self._commit = script(CREATE), script(COMMIT)
-        self._active_path = script(ACTIVE_PATH)
+        self._active_path = client.register_script(ACTIVE_PATH)
         self._put_attempt, self._set_meta = script(PUT_ATTEMPT), script(SET_META)
         self._hash_set, self._hash_delete = script(HASH_SET), script(HASH_DELETE)
         self._delete, self._put_ledger = script(DELETE), script(PUT_LEDGER)
@@ -201,6 +206,7 @@ class RedisStore(StoreBase):
             self._create,
             [keys.info, self._index, f"{self._ns}:conversation-seq"],
             [conversation_id, strategy, encoded, created],
+            noted=self._noted,
         )
         if result[0] == "exists":
             raise StoreError(f"conversation {conversation_id!r} already exists")
@@ -229,7 +235,9 @@ class RedisStore(StoreBase):
             if stored is None:
                 raise _codec.missing_conversation(conversation_id)
             merged = _codec.encode({**_codec.decode(stored), **meta})
-            result = await self._link.run(self._set_meta, [keys.info], [stored, merged])
+            result = await self._link.run(
+                self._set_meta, [keys.info], [stored, merged], noted=keys.noted
+            )
             if result[0] != "changed":
                 outcome(result, keys)
                 return
@@ -237,7 +245,10 @@ class RedisStore(StoreBase):
     async def delete_conversation(self, conversation_id: str) -> None:
         keys = self._keys(conversation_id)
         result = await self._link.run(
-            self._delete, [*keys.fixed(), self._index], [conversation_id, keys.tokens_prefix]
+            self._delete,
+            [*keys.fixed(), self._index],
+            [conversation_id, keys.tokens_prefix],
+            noted=self._noted,
         )
         self._known.pop(conversation_id, None)
         outcome(result, keys)
@@ -326,6 +337,7 @@ class RedisStore(StoreBase):
                 keys.info if fenced is None else self._ledger_key(fenced[0]),
             ],
             args,
+            noted=keys.noted,
         )
         if result[0] == "fenced":
             assert fenced is not None
@@ -345,7 +357,10 @@ class RedisStore(StoreBase):
         keys = self._keys(conversation_id)
         attempt_id, _, _, data = _codec.attempt_row(record)
         result = await self._link.run(
-            self._put_attempt, [keys.info, keys.attempts, keys.attempt_order], [attempt_id, data]
+            self._put_attempt,
+            [keys.info, keys.attempts, keys.attempt_order],
+            [attempt_id, data],
+            noted=keys.noted,
         )
         outcome(result, keys)
 
@@ -386,7 +401,7 @@ class RedisStore(StoreBase):
         _codec.check_id(attempt_id, "attempt id")
         _codec.check_blob(blob)
         result = await self._link.run(
-            self._hash_set, [keys.info, keys.runs], ["", attempt_id, blob]
+            self._hash_set, [keys.info, keys.runs], ["", attempt_id, blob], noted=keys.noted
         )
         outcome(result, keys)
 
@@ -401,7 +416,9 @@ class RedisStore(StoreBase):
     async def delete_run_state(self, conversation_id: str, attempt_id: str) -> None:
         keys = self._keys(conversation_id)
         _codec.check_id(attempt_id, "attempt id")
-        result = await self._link.run(self._hash_delete, [keys.info, keys.runs], [attempt_id])
+        result = await self._link.run(
+            self._hash_delete, [keys.info, keys.runs], [attempt_id], noted=keys.noted
+        )
         outcome(result, keys)
 
     # -- ledger (capability) -----------------------------------------------------------------
@@ -424,13 +441,16 @@ class RedisStore(StoreBase):
         holder: str | None,
         held_until: float | None,
     ) -> int:
-        ledger = self._ledger_key(key)
+        keys = Keys(self._ns, _codec.check_id(key, "ledger key"))
         _codec.check_blob(blob)
         expected = _codec.check_version(expected_version)
         holder, until = _codec.check_hold(holder, held_until)
         stored_until = "" if until is None else repr(until)
         result = await self._link.run(
-            self._put_ledger, [ledger], [expected, blob, holder or "", stored_until]
+            self._put_ledger,
+            [keys.ledger],
+            [expected, blob, holder or "", stored_until],
+            noted=keys.noted,
         )
         if result[0] == "conflict":
             raise _codec.ledger_conflict(key, int(result[1]), expected)
@@ -452,7 +472,10 @@ class RedisStore(StoreBase):
         for node_id, count in checked.items():
             args += [node_id, count]
         result = await self._link.run(
-            self._hash_set, [keys.info, keys.tokens(encoding), keys.encodings], args
+            self._hash_set,
+            [keys.info, keys.tokens(encoding), keys.encodings],
+            args,
+            noted=keys.noted,
         )
         outcome(result, keys)
 
