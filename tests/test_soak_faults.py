@@ -40,12 +40,6 @@ def test_every_postgres_scenario_holds_every_check(report: dict[str, Any]) -> No
     assert not _violations(report, "postgres"), summary(report)
 
 
-@pytest.mark.xfail(
-    reason="RedisStore cannot tell yet whether a commit cut between its script and the reply "
-    "was applied: such a start, stored, is reported failed, and its attempt may stay queued "
-    "(PostgresStore asks txid_status); issue 33, item 2 for Redis",
-    strict=False,
-)
 def test_every_redis_scenario_holds_every_check(report: dict[str, Any]) -> None:
     assert not _violations(report, "redis"), summary(report)
 
@@ -61,4 +55,6 @@ def test_the_faults_happened_and_the_chats_went_on(report: dict[str, Any]) -> No
     # ended while Redis was still coming back) when the checks open them again.
     restarted = report["scenarios"]["redis_kill_restart"]
     assert restarted["errors"].get("StoreDataLostError", 0) + restarted["lost_on_reopen"] > 0
-    assert sum(s["errors"].get("StoreUnavailableError", 0) for s in report["scenarios"].values())
+    # A cut or restart that the store heals (a reconnect, a commit whose outcome is looked up)
+    # reaches no user, so no count of StoreUnavailableError is asserted here: the typed answer
+    # to an outage that does not heal is tested in tests/test_store_outages.py.

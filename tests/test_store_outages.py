@@ -446,3 +446,53 @@ async def test_a_commit_cut_before_its_commit_was_sent_is_sent_again(
     await bounded(pg_store.commit(c1, [_turn(None, "m1")], expected_head=None, new_head="m1"))
     assert held.is_set()
     assert [n.id for n in await pg_store.active_path(c1)] == ["m1"]
+
+
+# -- Redis writes whose answer was lost (item 2 for Redis) ------------------------------------
+
+
+@pytest.fixture
+async def redis_store(redis_proxy: FaultProxy) -> AsyncIterator[Any]:
+    from agents_state_ext.stores.redis import RedisStore
+
+    store = await RedisStore.connect(
+        redis_proxy.proxied("redis://127.0.0.1:1/0"), socket_timeout=TIMEOUT
+    )
+    yield store
+    redis_proxy.heal()
+    await store.aclose()
+
+
+async def test_a_redis_commit_applied_whose_answer_was_lost_returns_as_stored(
+    redis_store: Any, redis_proxy: FaultProxy
+) -> None:
+    """The commit's script ran on the server and the connection died before its answer came
+    back: the store asks the server on a new connection, finds the write noted and reports it
+    stored. (Before: a 503 for a stored commit, and a retry lost its own compare-and-set.)"""
+    c1, head = uuid4().hex, f"m-{uuid4().hex}"
+    await redis_store.create_conversation(c1, strategy="replay")
+    held = redis_proxy.lose_reply_to(head.encode())
+    await bounded(redis_store.commit(c1, [_turn(None, head)], expected_head=None, new_head=head))
+    assert held.is_set()
+    assert [n.id for n in await redis_store.active_path(c1)] == [head]
+    nxt = f"m-{uuid4().hex}"  # the head moved once: the next commit builds on it
+    await bounded(redis_store.commit(c1, [_turn(head, nxt)], expected_head=head, new_head=nxt))
+    assert [n.id for n in await redis_store.active_path(c1)] == [head, nxt]
+
+
+async def test_a_redis_attempt_put_whose_answer_was_lost_returns_as_stored(
+    redis_store: Any, redis_proxy: FaultProxy
+) -> None:
+    """An attempt record put whose answer was lost: looked up and reported stored, not a 503
+    (a chat that took it for failed left its attempt ``queued``)."""
+    from agents_state_ext import AttemptRecord
+
+    c1 = uuid4().hex
+    await redis_store.create_conversation(c1, strategy="replay")
+    await redis_store.commit(c1, [_turn(None, "m1")], expected_head=None, new_head="m1")
+    attempt = f"a-{uuid4().hex}"
+    held = redis_proxy.lose_reply_to(attempt.encode())
+    record = AttemptRecord(message_id="m1", attempt_id=attempt, status="queued")
+    await bounded(redis_store.put_attempt(c1, record))
+    assert held.is_set()
+    assert [a.attempt_id for a in await redis_store.list_attempts(c1)] == [attempt]
