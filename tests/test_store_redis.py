@@ -32,7 +32,7 @@ from agents_state_ext.errors import (
     StoreDataLostError,
     StoreError,
 )
-from agents_state_ext.stores._redis_scripts import Keys
+from agents_state_ext.stores._redis_keys import Keys
 from agents_state_ext.stores.base import (
     AttemptNotFoundError,
     ConversationStore,

@@ -28,8 +28,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._text import one_line, redact
 from ..errors import StoreError, StoreUnavailableError, StoreValueError
 from . import _codec
+from ._redis_keys import Keys
 from ._redis_outcome import LOOKUP, TTL_MS, Outcome, lookup
-from ._redis_scripts import Keys
 
 __all__ = ["CLIENT_DEFAULTS", "RedisLink", "one_line", "open_client", "redact"]
 

@@ -1,15 +1,11 @@
-"""The Lua scripts of RedisStore, the keys they work on, and how their answers are read.
+"""The Lua scripts of RedisStore.
 
-The key layout is described in :mod:`agents_state_ext.stores.redis`. Each script names its
-``KEYS`` and ``ARGV`` in its first lines.
+The keys they work on, and how their answers are read, are in
+:mod:`agents_state_ext.stores._redis_keys`. Each script names its ``KEYS`` and ``ARGV`` in its
+first lines.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from ..errors import StoreError
-from . import _codec
 
 __all__ = [
     "ACTIVE_PATH",
@@ -21,8 +17,6 @@ __all__ = [
     "PUT_ATTEMPT",
     "PUT_LEDGER",
     "SET_META",
-    "Keys",
-    "outcome",
 ]
 
 # Every script answers a table whose first element says how it went: "ok" (then the results),
@@ -168,57 +162,3 @@ if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'held_until')
 else redis.call('HSET', KEYS[1], 'held_until', ARGV[4]) end
 return {'ok', version + 1}
 """
-
-
-class Keys:
-    """The keys of one conversation (the layout is in :mod:`agents_state_ext.stores.redis`)."""
-
-    def __init__(self, namespace: str, conversation_id: str) -> None:
-        self.id = conversation_id
-        prefix = f"{namespace}:conv:{{{len(conversation_id)}:{conversation_id}}}:"
-        self.info = prefix + "info"
-        self.nodes = prefix + "nodes"
-        self.parents = prefix + "parents"
-        self.node_order = prefix + "node-order"
-        self.attempts = prefix + "attempts"
-        self.attempt_order = prefix + "attempt-order"
-        self.runs = prefix + "runs"
-        self.encodings = prefix + "encodings"
-        self.tokens_prefix = prefix + "tokens:"
-        self.ledger = prefix + "ledger"
-        self.noted = [prefix + "outcomes", prefix + "outcome-times"]
-
-    def tokens(self, encoding: str) -> str:
-        """The key of the conversation's token counts in ``encoding``."""
-        return self.tokens_prefix + encoding
-
-    def fixed(self) -> list[str]:
-        """Every key whose name does not depend on data (token-count keys do)."""
-        return [
-            self.info,
-            self.nodes,
-            self.parents,
-            self.node_order,
-            self.attempts,
-            self.attempt_order,
-            self.runs,
-            self.encodings,
-            self.ledger,
-            *self.noted,
-        ]
-
-
-def outcome(result: list[Any], keys: Keys) -> list[Any]:
-    """A script's answer after its status, or the error that status stands for."""
-    status, rest = result[0], result[1:]
-    if status == "ok":
-        return rest
-    if status == "no-conversation":
-        raise _codec.missing_conversation(keys.id)
-    if status == "no-node":
-        raise _codec.missing_node(keys.id, rest[0])
-    if status == "no-parent":
-        raise _codec.missing_parent(keys.id, rest[0], rest[1])
-    if status == "broken":
-        raise _codec.broken_chain(keys.id, rest[0])
-    raise StoreError(f"conversation {keys.id!r}: unexpected answer from Redis: {status!r}")

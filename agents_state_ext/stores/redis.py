@@ -14,36 +14,14 @@ the middle. Reads of several keys go through one ``MULTI`` block, a consistent s
 A script runs alone on the server: committing thousands of nodes at once, or walking a very
 long path, makes every other client of that Redis wait for it.
 
-Key layout (``ns`` is the namespace; ``C`` is ``{<length of id>:<id>}``, the conversation id
-prefixed by its length so that no two conversations' keys can collide, whatever their ids hold):
-
-- ``ns:conversations``: sorted set, conversation id -> creation number (``list_conversations``).
-- ``ns:conversation-seq``: the counter behind those creation numbers.
-- ``ns:conv:C:info``: hash: ``strategy``, ``meta`` (JSON), ``created_at``, ``head`` (absent:
-  no head). Its presence is what makes the conversation exist.
-- ``ns:conv:C:nodes``: hash, node id -> node JSON; ``ns:conv:C:parents``: hash, node id ->
-  parent id (empty: a root), so ``active_path`` walks parents without decoding nodes;
-  ``ns:conv:C:node-order``: list of node ids in first-write order.
-- ``ns:conv:C:attempts``: hash, attempt id -> record JSON; ``ns:conv:C:attempt-order``: list of
-  attempt ids in first-write order (the tie-break of start order).
-- ``ns:conv:C:runs``: hash, attempt id -> serialized paused run.
-- ``ns:conv:C:tokens:<encoding>``: hash, node id -> token count; ``ns:conv:C:encodings``: set of
-  the encodings with counts, so a delete finds them.
-- ``ns:conv:C:ledger``: hash: ``blob``, ``version``, ``holder``, ``held_until`` (a ledger key is
-  a conversation id, so it lives beside the conversation; it may exist without one).
-- ``ns:epoch``: a random mark left on the store's first use of the namespace, never changed.
-
-The braces in ``C`` are a Redis Cluster hash tag: every key of one conversation, its ledger
-included, hashes to one slot, which is what a cluster needs for the per-conversation scripts.
-Only ``create_conversation`` and ``delete_conversation`` also touch the two ``ns:conversation*``
-keys; on a cluster they would have to update that index apart. This store targets one primary.
+The key layout is in :mod:`agents_state_ext.stores._redis_keys`: every key of one conversation
+hashes to one Redis Cluster slot; this store targets one primary.
 
 Durability: Redis keeps data only as its persistence is configured. With neither RDB snapshots
 nor the append-only file, a restart loses every conversation (the CI's Redis keeps nothing on
-disk). The store notices when it can: a conversation it saw exist (created, read or written
-through this store object) that is missing while ``ns:epoch`` is gone or changed is
-``StoreDataLostError``, never an unknown (and so creatable) id; the worker goes on serving new
-conversations. A worker started after the loss cannot tell a lost id from one never created.
+disk). The store notices when it can (:mod:`._redis_known`): a conversation it saw exist that
+is missing while ``ns:epoch`` is gone or changed is ``StoreDataLostError``, never an unknown
+(and so creatable) id; the worker goes on serving new conversations.
 ``appendonly yes`` with ``appendfsync always`` loses no acknowledged write on a crash,
 at the cost of an fsync per write; ``appendfsync everysec`` may lose the last second. Replication
 is asynchronous: a failover to a replica can lose writes the primary acknowledged, a won
@@ -55,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -66,11 +43,12 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import (
     ConcurrentUpdateError,
-    ConversationNotFoundError,
-    StoreDataLostError,
     StoreError,
 )
 from . import _codec
+from ._redis_capabilities import RedisLedgers, RedisTokenCounts
+from ._redis_keys import Keys, commit_call, outcome
+from ._redis_known import KnownConversations
 from ._redis_link import RedisLink, open_client, redact
 from ._redis_outcome import recorded
 from ._redis_scripts import (
@@ -83,16 +61,12 @@ from ._redis_scripts import (
     PUT_ATTEMPT,
     PUT_LEDGER,
     SET_META,
-    Keys,
-    outcome,
 )
 from .base import AttemptNotFoundError, ConversationInfo, Fence, LedgerRecord, StoreBase
 
 __all__ = ["DEFAULT_NAMESPACE", "RedisStore"]
 
 DEFAULT_NAMESPACE = "agents-state-ext"
-
-_KNOWN_IDS = 100_000  # conversation ids a store remembers having seen, to tell loss from absence
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -107,17 +81,9 @@ def _watched(
     async def call(
         self: RedisStore, conversation_id: str, /, *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
-        try:
-            result = await method(self, conversation_id, *args, **kwargs)
-        except ConversationNotFoundError as exc:
-            if conversation_id in self._known and await self._link.lost():
-                raise StoreDataLostError(
-                    f"conversation {conversation_id!r} is gone from Redis, and so is the mark "
-                    "the store left there: Redis lost its data (a restart without persistence?)"
-                ) from exc
-            raise
-        self._remember(conversation_id)
-        return result
+        return await self._known.watch(
+            conversation_id, method(self, conversation_id, *args, **kwargs)
+        )
 
     return call
 
@@ -140,7 +106,7 @@ class RedisStore(StoreBase):
     ) -> None:
         self._ns = _codec.check_id(namespace, "namespace")
         self._link = RedisLink(client, epoch_key=f"{self._ns}:epoch")
-        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known = KnownConversations(self._link)
         self._clock = clock or time.time
         self._index = f"{self._ns}:conversations"
         self._noted = [f"{self._ns}:outcomes", f"{self._ns}:outcome-times"]
@@ -152,7 +118,9 @@ class RedisStore(StoreBase):
         self._active_path = client.register_script(ACTIVE_PATH)
         self._put_attempt, self._set_meta = script(PUT_ATTEMPT), script(SET_META)
         self._hash_set, self._hash_delete = script(HASH_SET), script(HASH_DELETE)
-        self._delete, self._put_ledger = script(DELETE), script(PUT_LEDGER)
+        self._delete = script(DELETE)
+        self._ledgers = RedisLedgers(self._link, self._ns, script(PUT_LEDGER))
+        self._tokens = RedisTokenCounts(self._link, self._hash_set)
 
     @classmethod
     async def connect(
@@ -179,19 +147,10 @@ class RedisStore(StoreBase):
     async def aclose(self) -> None:
         await self._link.close()
 
-    def _remember(self, conversation_id: str) -> None:
-        self._known[conversation_id] = None
-        self._known.move_to_end(conversation_id)
-        if len(self._known) > _KNOWN_IDS:
-            self._known.popitem(last=False)
-
     # -- keys --------------------------------------------------------------------------------
 
     def _keys(self, conversation_id: str) -> Keys:
         return Keys(self._ns, _codec.check_id(conversation_id, "conversation id"))
-
-    def _ledger_key(self, key: str) -> str:
-        return Keys(self._ns, _codec.check_id(key, "ledger key")).ledger
 
     # -- conversations -----------------------------------------------------------------------
 
@@ -211,7 +170,7 @@ class RedisStore(StoreBase):
         if result[0] == "exists":
             raise StoreError(f"conversation {conversation_id!r} already exists")
         outcome(result, keys)
-        self._remember(conversation_id)
+        self._known.remember(conversation_id)
 
     @_watched
     async def get_conversation(self, conversation_id: str) -> ConversationInfo:
@@ -250,7 +209,7 @@ class RedisStore(StoreBase):
             [conversation_id, keys.tokens_prefix],
             noted=self._noted,
         )
-        self._known.pop(conversation_id, None)
+        self._known.forget(conversation_id)
         outcome(result, keys)
 
     # -- nodes and heads ---------------------------------------------------------------------
@@ -311,34 +270,16 @@ class RedisStore(StoreBase):
         rows = _codec.encode_nodes(nodes)
         fenced = _codec.check_fence(fence)
         records = [_codec.attempt_row(r) for r in attempts]
-        expected = "" if expected_head is None else _codec.check_id(expected_head, "node id")
-        head = "" if new_head is None else _codec.check_id(new_head, "node id")
-        written = "1" if any(node_id == head for node_id, _, _ in rows) else "0"
-        args: list[str | int] = [
-            expected,
-            head,
-            written,
-            len(rows),
-            0 if fenced is None else fenced[1],
-        ]
-        for node_id, parent_id, data in rows:
-            args += [node_id, parent_id or "", data]
-        for attempt_id, _, _, data in records:
-            args += [attempt_id, data]
-        result = await self._link.run(
-            self._commit,
-            [
-                keys.info,
-                keys.nodes,
-                keys.parents,
-                keys.node_order,
-                keys.attempts,
-                keys.attempt_order,
-                keys.info if fenced is None else self._ledger_key(fenced[0]),
-            ],
-            args,
-            noted=keys.noted,
+        where, args = commit_call(
+            keys,
+            None if fenced is None else self._ledgers.key(fenced[0]),
+            rows,
+            [(attempt_id, data) for attempt_id, _, _, data in records],
+            expected="" if expected_head is None else _codec.check_id(expected_head, "node id"),
+            head="" if new_head is None else _codec.check_id(new_head, "node id"),
+            version=0 if fenced is None else fenced[1],
         )
+        result = await self._link.run(self._commit, where, args, noted=keys.noted)
         if result[0] == "fenced":
             assert fenced is not None
             stored = None if result[1] == "" else int(result[1])
@@ -421,16 +362,10 @@ class RedisStore(StoreBase):
         )
         outcome(result, keys)
 
-    # -- ledger (capability) -----------------------------------------------------------------
+    # -- ledger and token counts (capabilities) -------------------------------------------
 
     async def get_ledger(self, key: str) -> LedgerRecord | None:
-        ledger = self._ledger_key(key)
-        [(blob, version, holder, until)] = await self._link.read(
-            lambda p: p.hmget(ledger, ["blob", "version", "holder", "held_until"])
-        )
-        if blob is None:
-            return None
-        return LedgerRecord(blob, int(version), holder, None if until is None else float(until))
+        return await self._ledgers.get(key)
 
     async def put_ledger(
         self,
@@ -441,56 +376,21 @@ class RedisStore(StoreBase):
         holder: str | None,
         held_until: float | None,
     ) -> int:
-        keys = Keys(self._ns, _codec.check_id(key, "ledger key"))
-        _codec.check_blob(blob)
-        expected = _codec.check_version(expected_version)
-        holder, until = _codec.check_hold(holder, held_until)
-        stored_until = "" if until is None else repr(until)
-        result = await self._link.run(
-            self._put_ledger,
-            [keys.ledger],
-            [expected, blob, holder or "", stored_until],
-            noted=keys.noted,
+        return await self._ledgers.put(
+            key, blob, expected_version=expected_version, holder=holder, held_until=held_until
         )
-        if result[0] == "conflict":
-            raise _codec.ledger_conflict(key, int(result[1]), expected)
-        return int(result[1])
 
     async def delete_ledger(self, key: str) -> None:
-        ledger = self._ledger_key(key)
-        await self._link.read(lambda p: p.delete(ledger))
-
-    # -- token counts (capability) -----------------------------------------------------------
+        await self._ledgers.delete(key)
 
     @_watched
     async def put_token_counts(
         self, conversation_id: str, encoding: str, counts: Mapping[str, int]
     ) -> None:
-        keys = self._keys(conversation_id)
-        checked = _codec.check_counts(encoding, counts)
-        args: list[str | int] = [encoding]
-        for node_id, count in checked.items():
-            args += [node_id, count]
-        result = await self._link.run(
-            self._hash_set,
-            [keys.info, keys.tokens(encoding), keys.encodings],
-            args,
-            noted=keys.noted,
-        )
-        outcome(result, keys)
+        await self._tokens.put(self._keys(conversation_id), encoding, counts)
 
     @_watched
     async def get_token_counts(
         self, conversation_id: str, encoding: str, node_ids: Iterable[str] | None = None
     ) -> dict[str, int]:
-        keys = self._keys(conversation_id)
-        tokens = keys.tokens(_codec.check_id(encoding, "encoding"))
-        if node_ids is None:
-            [stored] = await self._link.conversation_read(keys, lambda p: p.hgetall(tokens))
-            return {node_id: int(count) for node_id, count in stored.items()}
-        wanted = [_codec.check_id(i, "node id") for i in node_ids]
-        if not wanted:
-            await self._link.conversation_read(keys)
-            return {}
-        [found] = await self._link.conversation_read(keys, lambda p: p.hmget(tokens, wanted))
-        return {i: int(n) for i, n in zip(wanted, found, strict=True) if n is not None}
+        return await self._tokens.get(self._keys(conversation_id), encoding, node_ids)
