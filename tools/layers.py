@@ -55,6 +55,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "ledger": (
         "_tracker",
         "_run",
+        "_request",
+        "_filter_match",
         "_model",
         "_reconcile",
         "_compat",
