@@ -25,9 +25,9 @@ from typing import Any
 from ._attempts import AttemptRecord, part_digest
 from ._nodes import Node
 from ._tokens import MessageCounter, TokenCounter, counts_exactly
-from .chat.counts import save_counts
 from .errors import ConversationNotFoundError, StoreError
 from .stores import ConversationStore
+from .stores._token_counts import save_counts
 
 __all__ = ["ImportReport", "import_session", "session_source", "split_turns"]
 

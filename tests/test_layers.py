@@ -1,8 +1,6 @@
 """The package keeps its layers: no import upward, no import cycle (``tools/layers.py``).
 
-Every import counts, lazy and ``TYPE_CHECKING`` ones included. ``KNOWN_UPWARD`` and
-``KNOWN_CYCLES`` are the violations issue 30 has still to remove; each must still occur, so
-the lists only shrink: remove an entry the moment its import is gone.
+Every import counts, lazy and ``TYPE_CHECKING`` ones included; none is excused.
 """
 
 from __future__ import annotations
@@ -12,25 +10,6 @@ from pathlib import Path
 import pytest
 
 from tools.layers import LAYERS, Import, cycles, imports, layer_of, modules, upward
-
-# (importer, imported): a lower layer importing a higher one, each with why it must go.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("_session_import", "chat.counts"): "issue 30: stored token counts move below the chat",
-}
-
-# Import cycles (strongly connected components), each with why it must go.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset(
-        {
-            "chat.deps",
-            "chat.held",
-            "chat.records",
-            "chat.session",
-            "chat.strategy_base",
-            "chat.writes",
-        }
-    ): "issue 30: the turn's values sit below the book and the strategies",
-}
 
 
 @pytest.fixture(scope="module")
@@ -59,31 +38,24 @@ def test_the_walk_sees_lazy_and_type_checking_imports(edges: list[Import]) -> No
     assert ("cli", "__init__") in pairs
 
 
-def test_no_new_upward_import(edges: list[Import]) -> None:
-    new = [
+def test_no_upward_import(edges: list[Import]) -> None:
+    found = [
         f"{edge.source} ({layer_of(edge.source)[0]}) imports {edge.target} "
         f"({layer_of(edge.target)[0]}) at line {edge.line}"
         for edge in upward(edges)
-        if (edge.source, edge.target) not in KNOWN_UPWARD
     ]
-    assert not new, "imports of a higher layer by a lower one:\n" + "\n".join(new)
+    assert not found, "imports of a higher layer by a lower one:\n" + "\n".join(found)
 
 
-def test_every_known_upward_import_still_occurs(edges: list[Import]) -> None:
-    found = {(edge.source, edge.target) for edge in upward(edges)}
-    gone = [pair for pair in KNOWN_UPWARD if pair not in found]
-    assert not gone, f"remove these from KNOWN_UPWARD, they no longer occur: {gone}"
+def test_no_import_cycle(edges: list[Import]) -> None:
+    found = [sorted(component) for component in cycles(edges)]
+    assert not found, f"import cycles: {found}"
 
 
-def test_no_new_import_cycle(edges: list[Import]) -> None:
-    new = [sorted(component) for component in cycles(edges) if component not in KNOWN_CYCLES]
-    assert not new, f"import cycles (a shrunk known one: update KNOWN_CYCLES): {new}"
-
-
-def test_every_known_cycle_still_occurs(edges: list[Import]) -> None:
-    found = set(cycles(edges))
-    gone = [sorted(component) for component in KNOWN_CYCLES if component not in found]
-    assert not gone, f"update KNOWN_CYCLES, these cycles no longer occur as listed: {gone}"
+def test_the_upward_finder_finds_an_upward_import() -> None:
+    down = Import("chat.writes", "_nodes", 1)
+    up = Import("_session_import", "chat.counts", 28)
+    assert upward([down, up]) == [up]
 
 
 def test_the_cycle_finder_finds_a_cycle_through_three_modules() -> None:

@@ -3,8 +3,8 @@
 ``python -m tools.layers`` prints the layers, the upward imports and the import cycles.
 
 A module may import its own layer and the layers below it, never one above, and no two modules
-may import each other, however indirectly. ``tests/test_layers.py`` holds the package to that
-(with the violations issue 30 has still to remove); docs/architecture.md describes the layers.
+may import each other, however indirectly. ``tests/test_layers.py`` holds the package to that,
+with no exception; docs/architecture.md describes the layers.
 Every import counts: at module level, inside a function (lazy) and under ``TYPE_CHECKING``.
 """
 

@@ -224,7 +224,7 @@ class Conversation(_Approvals):
         """
         self._deps.strategy.check_session(self._deps)
         session = self._deps.session
-        assert session is not None
+        assert isinstance(session, GraphSession)
         return session
 
     # -- reading from the store --------------------------------------------------------------

@@ -8,20 +8,45 @@ serves; taken anew from the store on every re-read (:meth:`Held.adopt`). The boo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
 from .._nodes import Node
 from ..errors import FencedOutError
+from ..stores import ConversationStore
 from .forks import ServerConversations, merged_from, update_stored
 from .guard import WriteGuard
-from .records import check_budget
+from .rules import check_budget
 
-if TYPE_CHECKING:
-    from .deps import ChatDeps, Turn
+__all__ = ["Handle", "Held", "Running"]
 
-__all__ = ["Held"]
+
+class Handle(Protocol):
+    """What the book needs of its handle's dependencies (``ChatDeps`` has it)."""
+
+    @property
+    def store(self) -> ConversationStore: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def id_factory(self) -> Callable[[str], str] | None: ...
+
+
+class Running(Protocol):
+    """What the book needs of an attempt in flight (a turn, ``Turn``, has it)."""
+
+    node: Node
+    record: AttemptRecord
+    parts: dict[str, Any]
+    error: BaseException | None
+    end_refused: bool
+    started: asyncio.Event
+
+    @property
+    def id(self) -> str: ...
 
 
 class Held:
@@ -29,7 +54,7 @@ class Held:
 
     def __init__(
         self,
-        deps: ChatDeps,
+        deps: Handle,
         graph: ConversationGraph,
         meta: Mapping[str, Any],
         *,
@@ -46,7 +71,7 @@ class Held:
         self.servers = ServerConversations.from_dict(meta.get("server_conversations"))
         """The conversation strategy's server conversations (see :mod:`.forks`)."""
         self.touched: set[str] = set()  # server conversations changed since the last save
-        self.running: Turn | None = None
+        self.running: Running | None = None
         """The attempt in flight in this handle, if any."""
         self.bound: tuple[str, list[dict[str, Any]]] | None = None
         """The attempt whose run the chat's session serves, and the history it serves."""

@@ -21,7 +21,7 @@ from .._state import ConversationState
 from .._status import FINAL
 from .._tokens import counts_exactly
 from ..errors import AttemptNotFoundError
-from ..types import AttemptStatus
+from .rules import PART_PREFIX, check_budget, check_prompt_version, mark
 
 if TYPE_CHECKING:
     from .deps import ChatDeps, Turn
@@ -48,25 +48,6 @@ __all__ = [
     "start_record",
     "usage",
 ]
-
-PART_PREFIX = "request_part:"
-"""Chat metadata keys holding a request part (instructions, tool list) by its digest."""
-
-
-def check_budget(budget: object) -> int | None:
-    """``budget`` if it is ``None`` or a positive int, else ``ValueError``."""
-    if budget is None:
-        return None
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"the token budget must be a positive integer, got {budget!r}")
-    return budget
-
-
-def check_prompt_version(value: object) -> str | None:
-    """``value`` if it is ``None`` or text, else ``TypeError``."""
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"prompt_version must be a str or None, got {type(value).__name__}")
-    return value
 
 
 def model_name(agent: Agent[Any] | None) -> str:
@@ -130,15 +111,6 @@ def start_record(
     )
     record.exact = counts_exactly(deps.counter)
     return record
-
-
-def mark(record: AttemptRecord, status: AttemptStatus, *, error: str | None = None) -> None:
-    """Set ``record``'s status (and error); a final one gets its ``finished_at``."""
-    record.status = status
-    if error is not None:
-        record.error = error
-    if status in FINAL:
-        record.finished_at = time.time()
 
 
 def response_id(result: RunResultBase, state: ConversationState) -> str | None:

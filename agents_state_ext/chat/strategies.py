@@ -1,6 +1,6 @@
 """One object per strategy: how a chat's attempts are planned, sent and recorded.
 
-A chat holds one :class:`~.strategy_base.ChatStrategy` (in its :class:`~.deps.ChatDeps`) and
+A chat holds one :class:`~.deps.ChatStrategy` (in its :class:`~.deps.ChatDeps`) and
 asks it all that differs between the state owners; nothing else in the chat switches on the
 strategy. The objects hold nothing that changes: each call is given what it reads and writes.
 

@@ -1,100 +1,28 @@
-"""What a chat asks of its strategy (:class:`ChatStrategy`), and what most strategies share.
+"""What most strategies of a chat share (:class:`Strategy`).
 
 A strategy object holds nothing that changes: what it reads and writes is given to each call —
 the handle's dependencies (:class:`~.deps.ChatDeps`), its book of writes
 (:class:`~.writes.Writes`: the graph, the budget, the registry of server conversations) and the
-attempt's :class:`~.deps.Turn`. The strategies themselves are in :mod:`.strategies`.
+attempt's :class:`~.deps.Turn`. What a chat asks of its strategy (:class:`ChatStrategy`) is
+with the turn's values in :mod:`.deps`, and re-exported here; the strategies themselves are in
+:mod:`.strategies`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
-
-from agents import RunState
+from typing import TYPE_CHECKING, Any
 
 from .._nodes import Node
 from .._state import ConversationState, StrategyName
 from ..errors import GraphError, MixedStateOwnerError
+from .deps import ChatDeps, ChatStrategy, Loaded, Turn
 from .plan import Plan, selected
 
 if TYPE_CHECKING:
-    from .deps import ChatDeps, Turn
     from .writes import Writes
 
 __all__ = ["ChatStrategy", "Loaded", "Strategy", "user_id"]
-
-Loaded = tuple[ConversationState, RunState[Any]]
-
-
-class ChatStrategy(Protocol):
-    """What differs between the state owners of a chat (see :mod:`.strategies`)."""
-
-    @property
-    def name(self) -> StrategyName:
-        """The strategy's name, stored with the chat."""
-        ...
-
-    def plan(
-        self, deps: ChatDeps, book: Writes, user: str | Sequence[Node], budget: int | None
-    ) -> Plan:
-        """What answering a user message of the chat's graph sends, within ``budget``.
-
-        ``user`` is its id, or the branch from the root to it (``graph.path_to``). With the
-        id, the budgeted selection reads the graph's own active path (no copy), so replay
-        and session plans cost what they keep, not the history's length.
-        """
-        ...
-
-    def cursor(self, book: Writes, path: Sequence[Node]) -> str | None:
-        """The server cursor an attempt after ``path`` continues from (``None``: none, or new)."""
-        ...
-
-    def check_session(self, deps: ChatDeps) -> None:
-        """``MixedStateOwnerError`` when an SDK session would give the history a second owner."""
-        ...
-
-    async def state(
-        self, deps: ChatDeps, book: Writes, turn: Turn
-    ) -> tuple[ConversationState, list[dict[str, Any]]]:
-        """The ``ConversationState`` of one attempt, and the input its run is given."""
-        ...
-
-    async def resumed(self, deps: ChatDeps, book: Writes, turn: Turn, blob: str) -> Loaded:
-        """The state and ``RunState`` of a resumed attempt, loaded from its paused run."""
-        ...
-
-    def runner_kwargs(self, deps: ChatDeps, book: Writes, turn: Turn) -> dict[str, Any]:
-        """The chat's ``runner_kwargs`` for the run of ``turn``."""
-        ...
-
-    def lost_cursor(self, turn: Turn, error: BaseException) -> str | None:
-        """The cursor ``turn`` continued from, if ``error`` says the server lost it (once)."""
-        ...
-
-    async def reseed(self, deps: ChatDeps, book: Writes, turn: Turn, lost: str) -> None:
-        """Re-plan ``turn`` without the cursor ``lost``, and store that before it is sent."""
-        ...
-
-    def sent(self, turn: Turn) -> list[str] | None:
-        """The messages ``turn``'s request sends when that is its whole context (``None``: it
-        continues what the server holds, and only sends the new turn)."""
-        ...
-
-    def moved(self, recorded: str | None, expected: str | None) -> bool:
-        """Whether a replay of an attempt recorded on cursor ``recorded`` goes out elsewhere:
-        on ``expected``, where the branch is now."""
-        ...
-
-    def completed(
-        self, book: Writes, turn: Turn, state: ConversationState, response_id: str | None
-    ) -> str | None:
-        """Note a completed attempt in the book's registry; the cursor after it."""
-        ...
-
-    def interrupted(self, book: Writes, node: Node) -> None:
-        """Note an attempt that ended unfinished after it may have been sent."""
-        ...
 
 
 class Strategy:

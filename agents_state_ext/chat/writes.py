@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
@@ -52,11 +52,8 @@ from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
 from ..types import AttemptStatus
 from .commits import Found, copy_node, copy_record, load_graph, settled, store_in_place, uncancelled
 from .guard import fence_args
-from .held import Held
-from .records import PART_PREFIX, mark
-
-if TYPE_CHECKING:
-    from .deps import ChatDeps, Turn
+from .held import Handle, Held, Running
+from .rules import PART_PREFIX, mark
 
 __all__ = ["ENDED", "Writes"]
 
@@ -69,7 +66,7 @@ class Writes(Held):
 
     def __init__(
         self,
-        deps: ChatDeps,
+        deps: Handle,
         graph: ConversationGraph,
         meta: Mapping[str, Any],
         *,
@@ -204,12 +201,12 @@ class Writes(Held):
         mark(record, status, error=error)
         await self.commit([record])
 
-    def ended(self, turn: Turn, status: AttemptStatus, *, error: str | None = None) -> int:
+    def ended(self, turn: Running, status: AttemptStatus, *, error: str | None = None) -> int:
         """Mark the attempt's record ended (its node already is) and queue it; the generation."""
         mark(turn.record, status, error=error)
         return self.hold(turn.record, keep=True)
 
-    async def end(self, turn: Turn, generation: int) -> None:
+    async def end(self, turn: Running, generation: int) -> None:
         """Store the attempt's end (:meth:`ended`), whatever another handle did meanwhile.
 
         When another handle moved the head, the attempt is stored over its stored version
