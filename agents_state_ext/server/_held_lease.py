@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from ..errors import ConcurrentUpdateError, LeaseLostError
+from ..stores.lease import Renewal
 from ..stores.ledger import Fence
 
 __all__ = ["HeldLease", "Lease", "lease_key"]
@@ -122,6 +123,33 @@ class HeldLease:
             except ConcurrentUpdateError as exc:
                 self._mark_lost(str(exc))
                 raise LeaseLostError(str(exc)) from exc
+
+    async def keep_renewed(
+        self,
+        done: asyncio.Event,
+        *,
+        period: float,
+        retry: Callable[[Exception], bool],
+        lapsed: Callable[[Exception], str],
+    ) -> bool:
+        """Renew the lease every ``period`` seconds until ``done`` is set or the lease is lost.
+
+        A failed renewal is tried again while ``retry(error)`` says so. Returns whether the
+        lease ended lost: taken over (the conflict's message), lapsed (``lapsed(error)``
+        says why), or found lost by a foreground renewal (its reason kept).
+        """
+        renewal = Renewal(self._renew, period=period, retry=retry)
+        failed = await renewal.run(done, self._lost)
+        if failed is None and done.is_set():
+            return False
+        if failed is None:
+            reason = self._reason or "lost"
+        elif isinstance(failed, ConcurrentUpdateError):
+            reason = str(failed)
+        else:
+            reason = lapsed(failed)
+        self._mark_lost(reason)  # no-op when a foreground renewal found the loss first
+        return True
 
     async def _renew(self) -> None:
         """The background renewal: like :meth:`before_request`, errors left to the caller."""

@@ -228,22 +228,17 @@ class LeaseManager:
         on_lost: Callable[[HeldLease], object] | None,
         done: asyncio.Event,
     ) -> None:
-        renewal = _lease.Renewal(
-            held._renew, period=self.ttl / 3, retry=lambda exc: self._retry(held, exc)
-        )
-        failed = await renewal.run(done, held._lost)
-        if failed is None and done.is_set():
-            return
-        if failed is None:
-            reason = held._reason or "lost"
-        elif isinstance(failed, ConcurrentUpdateError):
-            reason = str(failed)
-        else:
-            reason = (
+        lost = await held.keep_renewed(
+            done,
+            period=self.ttl / 3,
+            retry=lambda exc: self._retry(held, exc),
+            lapsed=lambda failed: (
                 f"the lease of worker {self.worker_id} on conversation "
                 f"{held.conversation_id!r} lapsed: it could not be renewed ({failed})"
-            )
-        held._mark_lost(reason)  # no-op when a foreground renewal found the loss first
+            ),
+        )
+        if not lost:
+            return
         if on_lost is not None:
             try:
                 on_lost(held)
