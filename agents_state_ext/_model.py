@@ -264,7 +264,7 @@ class TrackedModelProvider(ModelProvider):
 def _succeed(call: RequestCall, response_id: str | None, output: list[Any], model: Model) -> None:
     if call.done:
         return
-    if response_id is None and call.lifecycle.tracker.strategy == "previous_response":
+    if response_id is None and call.conversation_id is None:  # a chain needs every id
         call.fail(None)
         raise _no_response_id(model)
     call.succeed(response_id, output)

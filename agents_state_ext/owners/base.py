@@ -42,6 +42,8 @@ class Owner:
     """Whether a server holds the history (then the owner has a run lifecycle over a ledger)."""
     sends_whole_context: ClassVar[bool] = True
     """Whether each request carries the whole context (client-managed) or only what is new."""
+    cursor_is_server_conversation: ClassVar[bool] = False
+    """Whether the cursor an attempt records (``cursor_before``) names a server conversation."""
 
     @classmethod
     def create(

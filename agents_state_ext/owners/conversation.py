@@ -22,6 +22,7 @@ class ConversationOwner(ServerOwner):
     name: ClassVar[StrategyName] = "conversation"
     label = "the Conversations API (conversation_id)"
     kept = "item"
+    cursor_is_server_conversation: ClassVar[bool] = True
 
     def cursor_kwargs(self) -> dict[str, Any]:
         return {"conversation_id": self.lifecycle.tracker.conversation_id}

@@ -24,6 +24,7 @@ from .._graph import ConversationGraph
 from .._nodes import Node
 from .._status import IN_FLIGHT
 from ..chat import WriteGuard, marked_interrupted, store_in_place, update_stored
+from ..owners import owner_class
 from ..stores.base import ConversationStore
 
 Found = tuple[str | None, list[Node], list[AttemptRecord]]
@@ -89,11 +90,16 @@ async def _mark_server_conversations(
 ) -> None:
     """The server conversations the closed attempts ran on may hold part of them: each is
     checked against the server before it is reused (as a chat does after its own stop)."""
-    servers = {r.cursor_before for r in closed if r.state_owner == "conversation"}
+    servers = {r.cursor_before for r in closed if _on_server_conversation(r)}
     names = sorted(s for s in servers if isinstance(s, str))
     if not names:
         return
     await update_stored(store, conversation_id, marked_interrupted(names), guard)
+
+
+def _on_server_conversation(record: AttemptRecord) -> bool:
+    owner = owner_class(record.state_owner or "")
+    return owner is not None and owner.cursor_is_server_conversation
 
 
 def _close(
