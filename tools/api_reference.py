@@ -60,7 +60,11 @@ def signature(name: str, obj: Any) -> str:
 
 # Private bases a public class was split into (for module size): their public members are
 # documented on the class, base first, as if it defined them itself.
-FOLDED_BASES = {"agents_state_ext._graph_tree.GraphTree"}
+FOLDED_BASES = {
+    "agents_state_ext._graph_tree.GraphTree",
+    "agents_state_ext._model.base.WrappedModel",
+    "agents_state_ext._model.base.WrappedProvider",
+}
 
 
 def _documented(cls: type) -> list[type]:

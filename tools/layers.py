@@ -58,6 +58,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_request",
         "_filter_match",
         "_model",
+        "_model.*",
         "_reconcile",
         "_compat",
         "_filters",
