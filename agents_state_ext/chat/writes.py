@@ -89,6 +89,7 @@ class Writes(Held):
         self.generation = 0
         """Grows by one on every re-read; a change made before one was dropped by it."""
         self._queue: dict[str, AttemptRecord] = {}
+        self._sending: dict[str, AttemptRecord] = {}  # taken by the commit in flight
         self._keep: set[str] = set()  # queued attempt ids stored even after a lost race
         self._pending: set[asyncio.Task[None]] = set()
         self._retrying: asyncio.Task[None] | None = None  # a failed end, tried again
@@ -107,8 +108,18 @@ class Writes(Held):
     # -- writing -----------------------------------------------------------------------------
 
     def queued(self, attempt_id: str) -> AttemptRecord | None:
-        """The record of ``attempt_id`` waiting for the next commit, if one is."""
-        return self._queue.get(attempt_id)
+        """The record of ``attempt_id`` waiting for the next commit, if one is.
+
+        One a commit in flight is storing now is queued again and returned: a change made to
+        it meanwhile (an edit marking it invalidated) is stored by the next commit, never
+        the older version the store held before.
+        """
+        record = self._queue.get(attempt_id)
+        if record is None:
+            record = self._sending.get(attempt_id)
+            if record is not None:
+                self.hold(record, keep=record.status in ENDED)
+        return record
 
     def hold(self, record: AttemptRecord, *, keep: bool = False) -> int:
         """Queue ``record`` for the next commit; the generation its node changed in.
@@ -161,6 +172,7 @@ class Writes(Held):
             queued, self._queue = self._queue, {}
             kept, self._keep = self._keep, set()
             records = [copy_record(r) for r in queued.values()]
+            self._sending = queued
             try:
                 async with fence_args(self.guard) as fence:
                     await deps.store.commit(
@@ -185,6 +197,8 @@ class Writes(Held):
                     f"{self.head}, not {expected}); nothing of this change was stored, and this "
                     "handle has re-read the store: try again"
                 ) from exc
+            finally:
+                self._sending = {}
             self.head = new_head
 
     async def keep_parts(self, parts: Mapping[str, Any]) -> None:
