@@ -5,6 +5,9 @@ that commit is on its way, the user edits the message the attempt answered: the 
 attempts it invalidates. It used to read the attempt's record from the store (still the
 ``queued`` start, the end not landed yet) and store that one, marked, over the end that
 landed just before: node ``invalid`` (ended ``complete``), record ``queued`` for good.
+
+And an edit whose start fails while it reads those records (the store down): the attempt
+stayed ``queued`` in memory, and the handle refused every later send ("still queued").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class GatedStore:
     def __init__(self) -> None:
         self.inner = InMemoryStore()
         self.failing = 0
+        self.failing_reads = 0
         self.gate: asyncio.Event | None = None
         self.waiting = asyncio.Event()
 
@@ -41,6 +45,12 @@ class GatedStore:
             self.waiting.set()
             await gate.wait()
         await self.inner.commit(*args, **kwargs)
+
+    async def get_attempt(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failing_reads:
+            self.failing_reads -= 1
+            raise StoreUnavailableError("the connection was cut")
+        return await self.inner.get_attempt(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -79,3 +89,39 @@ async def test_an_edit_while_a_failed_end_is_stored_again_keeps_the_end(
         "every_attempt_final": [],
         "node_record_agree": [],
     }
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_edit_whose_start_fails_reading_what_it_invalidates_leaves_the_handle_usable(
+    streamed: bool, mock: MockResponsesAPI
+) -> None:
+    store = GatedStore()
+    options: dict[str, Any] = {
+        "agent": Agent(name="assistant", model=mock.model("gpt-4.1")),
+        "counter": FixedTokenCounter(),
+    }
+    chat = await open_conversation(store, strategy="replay", **options)
+    first = await chat.send("one", stream=streamed)
+    store.failing_reads = 1
+    failed = chat.edit(first.user_id, "one, again", stream=streamed)
+    with pytest.raises(StoreUnavailableError):
+        await failed
+    assert failed.status == "failed"
+
+    answered = await chat.send("two", stream=streamed)
+    assert answered.status == "complete"
+
+    fresh = await open_conversation(store, chat.id, **options)
+    records = {r.message_id: r.status for r in await fresh.attempts()}
+    assert records == {first.id: "complete", failed.id: "failed", answered.id: "complete"}
+    assert disagreements(fresh.graph.nodes(), await fresh.attempts()) == {
+        "every_attempt_final": [],
+        "node_record_agree": [],
+    }
+    # Nothing of the failed edit was sent: the model was asked for "one", then for "two" on
+    # the edited branch (the failed turn is not replayed).
+    asked = [r.json["input"] for r in mock.requests if r.path == "/responses"]
+    assert [[i["content"] for i in items if i.get("role") == "user"] for items in asked] == [
+        ["one"],
+        ["two"],
+    ]
