@@ -18,6 +18,7 @@ from .commits import commit_new, load_graph
 from .conversation import Conversation
 from .counts import load_counts
 from .forks import ServerConversations
+from .peers import store_left
 from .records import check_budget, check_prompt_version
 
 __all__ = ["STRATEGIES", "open_conversation"]
@@ -118,6 +119,8 @@ async def open_conversation(
             "server_conversations": servers.to_dict(),
         }
         await store.create_conversation(conversation_id, strategy=chosen, meta=meta)
+    if info is not None:
+        await store_left(store, conversation_id)  # what a failed commit of another handle left
     graph = await load_graph(store, conversation_id, id_factory)
     if info is None and system is not None:
         graph.add_system(system)

@@ -153,8 +153,10 @@ async def begin(deps: ChatDeps, book: Writes, turn: Turn) -> None:
     if turn.resumed:
         await begin_resumed(deps, book, turn)
         return
-    records = [turn.record, *await invalidations(deps, book.graph, turn, book.queued)]
     try:
+        # An edit's start reads the records it invalidates: a store failing there fails the
+        # start as one failing in the commit does (the attempt never stays queued in memory).
+        records = [turn.record, *await invalidations(deps, book.graph, turn, book.queued)]
         await book.commit(records, since=turn.generation)
     except ConcurrentUpdateError as exc:
         node = turn.node  # no longer in the graph, which was re-read

@@ -34,7 +34,13 @@ A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this
 that had already ended in memory (queued with ``keep``) are stored first, over their stored
 version and off the branch the other handle made active, so no attempt stays in flight in the
 store because another handle won a race. Anything else queued is dropped: nothing of it was
-stored, and its owner gets ``ConcurrentUpdateError``.
+stored, and its owner gets ``ConcurrentUpdateError``. When storing those ends fails too (the
+store went down again in between), they wait in the queue for the next try: a start stored
+though its commit was reported failed is never left ``queued`` for good.
+
+``open_conversation`` stores first what other handles of the chat in this process hold ended
+but unstored (:mod:`.peers`): a user who gave up on a handle whose commit failed and opened
+the chat again finds the attempt final, not in flight.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from ..types import AttemptStatus
 from .commits import Found, copy_node, copy_record, load_graph, settled, store_in_place, uncancelled
 from .guard import fence_args
 from .held import Handle, Held, Running
+from .peers import register
 from .rules import PART_PREFIX, mark
 
 __all__ = ["ENDED", "Writes"]
@@ -79,6 +86,7 @@ class Writes(Held):
         self.generation = 0
         """Grows by one on every re-read; a change made before one was dropped by it."""
         self._queue: dict[str, AttemptRecord] = {}
+        self._sending: dict[str, AttemptRecord] = {}  # taken by the commit in flight
         self._keep: set[str] = set()  # queued attempt ids stored even after a lost race
         self._pending: set[asyncio.Task[None]] = set()
         self._retrying: asyncio.Task[None] | None = None  # a failed end, tried again
@@ -86,6 +94,7 @@ class Writes(Held):
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._parts: set[str] | None = None  # request part digests known to be stored
+        register(self)
 
     def _locked(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -96,8 +105,18 @@ class Writes(Held):
     # -- writing -----------------------------------------------------------------------------
 
     def queued(self, attempt_id: str) -> AttemptRecord | None:
-        """The record of ``attempt_id`` waiting for the next commit, if one is."""
-        return self._queue.get(attempt_id)
+        """The record of ``attempt_id`` waiting for the next commit, if one is.
+
+        One a commit in flight is storing now is queued again and returned: a change made to
+        it meanwhile (an edit marking it invalidated) is stored by the next commit, never
+        the older version the store held before.
+        """
+        record = self._queue.get(attempt_id)
+        if record is None:
+            record = self._sending.get(attempt_id)
+            if record is not None:
+                self.hold(record, keep=record.status in ENDED)
+        return record
 
     def hold(self, record: AttemptRecord, *, keep: bool = False) -> int:
         """Queue ``record`` for the next commit; the generation its node changed in.
@@ -150,6 +169,7 @@ class Writes(Held):
             queued, self._queue = self._queue, {}
             kept, self._keep = self._keep, set()
             records = [copy_record(r) for r in queued.values()]
+            self._sending = queued
             try:
                 async with fence_args(self.guard) as fence:
                     await deps.store.commit(
@@ -174,6 +194,8 @@ class Writes(Held):
                     f"{self.head}, not {expected}); nothing of this change was stored, and this "
                     "handle has re-read the store: try again"
                 ) from exc
+            finally:
+                self._sending = {}
             self.head = new_head
 
     async def keep_parts(self, parts: Mapping[str, Any]) -> None:
@@ -332,18 +354,53 @@ class Writes(Held):
         self.head = graph.active_leaf
         self.adopt(graph, meta)
 
+    def writes_to(
+        self, store: object, conversation_id: str, loop: asyncio.AbstractEventLoop
+    ) -> bool:
+        """Whether this is a handle of ``conversation_id`` on ``store`` that writes on
+        ``loop`` (see :mod:`.peers`)."""
+        deps = self._deps
+        return deps.store is store and deps.id == conversation_id and self._loop in (None, loop)
+
+    async def store_ended(self) -> None:
+        """Store the attempts this handle ended and holds unstored (after a failed commit).
+
+        A commit of the handle in flight ends first: it has taken them out of the queue.
+        """
+        async with self._locked():
+            pass
+        if self._kept():
+            await self.commit()
+
     def _kept(self) -> list[AttemptRecord]:
         return [r for r in self._queue.values() if r.attempt_id in self._keep and r.status in ENDED]
 
     async def _store_kept(self) -> None:
-        """Store the queued ended attempts over their stored versions; the head stays."""
-        deps = self._deps
+        """Store the queued ended attempts over their stored versions; the head stays.
+
+        When that fails they wait in the queue again (``keep``): nothing ended is dropped.
+        """
         ended = self._kept()
         if not ended:
             return
         for record in ended:
             del self._queue[record.attempt_id]
             self._keep.discard(record.attempt_id)
+        try:
+            await self._store_in_place(ended)
+        except FencedOutError:
+            raise  # another worker drives the chat: what it stored stands
+        except BaseException:
+            # Not stored (the store failed, or kept changing): the ends wait in memory again,
+            # for the next commit or re-read, unless a newer version was queued meanwhile.
+            for record in ended:
+                if record.attempt_id not in self._queue:
+                    self._queue[record.attempt_id] = record
+                    self._keep.add(record.attempt_id)
+            raise
+
+    async def _store_in_place(self, ended: list[AttemptRecord]) -> None:
+        deps = self._deps
         finals = [
             (copy_node(self.graph.get(r.message_id)), copy_record(r))
             for r in ended
