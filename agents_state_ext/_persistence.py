@@ -21,16 +21,25 @@ if TYPE_CHECKING:
 __all__ = ["dump_ledger", "dump_state", "load_ledger", "load_state", "run_state_json"]
 
 
-def run_state_json(run_state: RunState[Any], **to_json: Any) -> dict[str, Any]:
-    """The RunState's JSON with the SDK's turn count repaired.
+def run_state_json(
+    run_state: RunState[Any], *, repair_turns: bool = True, **to_json: Any
+) -> dict[str, Any]:
+    """The RunState's JSON, with the SDK's turn count repaired when ``repair_turns``.
 
-    After a cancel the SDK counts a turn whose model call never returned; a resumed run would
-    then have one turn fewer than it should. A run's turns are its model responses.
+    After a cancel the SDK counts a turn whose model call never returned, and a server
+    strategy's ledger answers the resumed run's call again: a resumed run would then have one
+    turn fewer than it should. There a run's turns are its model responses; under replay and
+    session the library steps back over nothing, so the count stays the SDK's.
     """
     data = run_state.to_json(include_tracing_api_key=False, **to_json)
     responses = data.get("model_responses")
     turn = data.get("current_turn")
-    if isinstance(responses, list) and isinstance(turn, int) and turn > len(responses):
+    if (
+        repair_turns
+        and isinstance(responses, list)
+        and isinstance(turn, int)
+        and turn > len(responses)
+    ):
         data["current_turn"] = len(responses)
     return data
 
@@ -50,8 +59,8 @@ def dump_state(
             f"dumps() takes a run result or a RunState, got {type(result_or_run_state).__name__}"
         )
     extra = {"context_serializer": context_serializer} if context_serializer else {}
-    run_json = run_state_json(run_state, **extra)
     lifecycle = owner.lifecycle
+    run_json = run_state_json(run_state, repair_turns=lifecycle is not None, **extra)
     if lifecycle is not None:
         # Tool outputs the run produced but never sent travel with the ledger.
         lifecycle.harvest(result_or_run_state if run_state is not result_or_run_state else run_json)
@@ -94,7 +103,7 @@ async def load_state(
         if lifecycle is not None:
             # The same alignment as a resume: step back over a response the run never processed.
             lifecycle.prepare_resume(run_state)
-        _compat.repair_turn_count(run_state)
+            _compat.repair_turn_count(run_state)
     except MixedStateOwnerError as exc:
         raise StateBlobError(f"the blob's RunState and ledger disagree: {exc}") from exc
     except _compat.SDKContractError as exc:

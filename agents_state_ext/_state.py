@@ -260,7 +260,8 @@ class ConversationState:
         validate_run_settings(self, agent=agent, input=input, run_config=base, **owners)
         if isinstance(input, RunState) and self._lifecycle is not None:
             self._lifecycle.prepare_resume(input)
-        if isinstance(input, RunState):
+            # Only a server strategy's ledger steps back over a model call the SDK counted;
+            # under replay and session the count is the SDK's own, and so is what it decides.
             _compat.repair_turn_count(input)
         downgrades = guard_handoffs(agent, self, base, warn=False)
         if downgrades:
