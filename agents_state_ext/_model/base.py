@@ -8,10 +8,8 @@ hands its subclass one :class:`ModelCall` value (``_respond`` for ``get_response
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider, ModelTracing
@@ -30,9 +28,11 @@ if TYPE_CHECKING:
 __all__ = ["ModelCall", "WrappedModel", "WrappedProvider"]
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCall:
-    """One model call's arguments, as the SDK passed them to ``get_response``."""
+class ModelCall(NamedTuple):
+    """One model call's arguments, as the SDK passed them to ``get_response``.
+
+    A tuple: made once per model call, it costs no more than the call's own arguments.
+    """
 
     system_instructions: str | None
     input: str | list[TResponseInputItem]
@@ -47,7 +47,7 @@ class ModelCall:
 
     def but(self, **changes: Any) -> ModelCall:
         """This call with ``changes`` (the input, the settings or the cursor)."""
-        return dataclasses.replace(self, **changes)
+        return self._replace(**changes)
 
     async def respond(self, model: Model) -> ModelResponse:
         """``model.get_response`` with these arguments."""

@@ -132,11 +132,17 @@ class TrackedModel(WrappedModel):
 
     def _sent(self, call: ModelCall, request: RequestCall) -> ModelCall:
         """``call`` as the ledger sends it: its items, its cursor, the conversation's cache key."""
-        return call.but(
-            input=request.items,
-            model_settings=self._settings(call.model_settings),
-            previous_response_id=request.previous_response_id,
-            conversation_id=request.conversation_id,
+        return ModelCall(
+            call.system_instructions,
+            request.items,
+            self._settings(call.model_settings),
+            call.tools,
+            call.output_schema,
+            call.handoffs,
+            call.tracing,
+            request.previous_response_id,
+            request.conversation_id,
+            call.prompt,
         )
 
     def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
