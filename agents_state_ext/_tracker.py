@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
 from ._ids import uuid4_hex
-from ._items import Facts, ItemKeys, facts, item_to_dict
+from ._items import Facts, ItemKeys, facts
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
@@ -21,20 +21,19 @@ from ._repairs import (
     ToolCallRepair,
     closure,
 )
+from ._tracker_codec import (
+    TRACKER_VERSION,
+    check_version,
+    dump_items,
+    dump_undelivered,
+    load_items,
+    load_undelivered,
+    strings,
+)
 from .errors import OpenToolCallsError, StateBlobError
 from .types import ServerStrategyName
 
 __all__ = ["ServerConversationTracker"]
-
-TRACKER_VERSION = 3
-# Changelog of the serialized form (to_dict):
-#   1: first version.
-#   2: open calls, unsent tool outputs, repairs, the open-calls policy and the undelivered
-#      response; journal entries name the calls each response opened and closed. Version 1
-#      data reads as having none.
-#   3: the cursors a compaction or re-seed replaced (superseded), and the acknowledged ids the
-#      current chain does not count (retired_ids: from before the newest restart, and
-#      reasoning). Older data reads as superseding nothing and counting no id.
 
 Strategy = ServerStrategyName
 JOURNAL_LENGTH = 8
@@ -182,14 +181,14 @@ class ServerConversationTracker:
     @property
     def pending(self) -> list[dict[str, Any]]:
         """Items sent but never acknowledged, in the order they will be re-sent (copies)."""
-        return [copy.deepcopy(item_to_dict(i)) for i in self._pending]
+        return dump_items(self._pending)
 
     @property
     def uncertain(self) -> list[dict[str, Any]]:
         """Items of a failed request the server may have accepted; reconciled before a resend."""
         if not self._uncertain:
             return []  # asked before every request
-        return [copy.deepcopy(item_to_dict(i)) for i in self._uncertain]
+        return dump_items(self._uncertain)
 
     @property
     def in_flight(self) -> bool:
@@ -204,7 +203,7 @@ class ServerConversationTracker:
     @property
     def unsent_outputs(self) -> list[dict[str, Any]]:
         """Tool outputs for open calls that the run produced but never sent (copies)."""
-        return [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()]
+        return dump_items(self._unsent.values())
 
     @property
     def repairs(self) -> list[ToolCallRepair]:
@@ -722,19 +721,19 @@ class ServerConversationTracker:
             "call_ids": sorted(self._call_ids),
             "digests": list(self._digests),
             "last_item_id": self._last_item_id,
-            "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
-            "uncertain": [copy.deepcopy(item_to_dict(i)) for i in uncertain],
+            "pending": dump_items(pending),
+            "uncertain": dump_items(uncertain),
             "open_calls_policy": self.open_calls_policy,
             "open_calls": dict(self._open),
-            "unsent_outputs": [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()],
+            "unsent_outputs": dump_items(self._unsent.values()),
             "repairs": [r.to_dict() for r in self._repairs],
-            "undelivered": _undelivered_dict(self._undelivered),
+            "undelivered": dump_undelivered(self._undelivered),
             "superseded": list(self._superseded),
             "retired_ids": sorted(self._item_ids - self._chain_ids),
             "journal": [
                 {
                     **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
-                    "sent": [copy.deepcopy(item_to_dict(i)) for i in e["sent"]],
+                    "sent": dump_items(e["sent"]),
                 }
                 for e in self._journal
             ],
@@ -743,14 +742,7 @@ class ServerConversationTracker:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerConversationTracker:
         """Rebuild a tracker from :meth:`to_dict`; bad or newer data raises ``StateBlobError``."""
-        if not isinstance(data, Mapping):
-            raise StateBlobError("tracker state must be a JSON object")
-        version = data.get("version")
-        if not isinstance(version, int) or version > TRACKER_VERSION or version < 1:
-            raise StateBlobError(
-                f"unsupported tracker state version {version!r} "
-                f"(this library reads versions 1..{TRACKER_VERSION})"
-            )
+        check_version(data)
         try:
             tracker = cls(
                 strategy=data["strategy"],
@@ -764,13 +756,13 @@ class ServerConversationTracker:
             tracker._call_ids = {str(i) for i in data.get("call_ids", [])}
             tracker._digests = OrderedDict((str(d), None) for d in data.get("digests", []))
             tracker._last_item_id = data.get("last_item_id")
-            tracker._pending = [dict(i) for i in data.get("pending", [])]
-            tracker._uncertain = [dict(i) for i in data.get("uncertain", [])]
+            tracker._pending = load_items(data.get("pending", []))
+            tracker._uncertain = load_items(data.get("uncertain", []))
             tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
             tracker._open = {str(c): str(k) for c, k in dict(data.get("open_calls", {})).items()}
             for output in data.get("unsent_outputs", []):
                 tracker.record_output(dict(output))
-            tracker._undelivered = _undelivered_entry(data.get("undelivered"))
+            tracker._undelivered = load_undelivered(data.get("undelivered"))
             tracker._superseded.extend(str(c) for c in data.get("superseded", []))
             if "retired_ids" in data:
                 retired = {str(i) for i in data["retired_ids"]}
@@ -808,32 +800,14 @@ def _journal_entry(data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise TypeError("a journal entry must be an object")
     entry = _new_entry(
-        data.get("response_id"), data.get("previous"), [dict(i) for i in data.get("sent", [])]
+        data.get("response_id"), data.get("previous"), load_items(data.get("sent", []))
     )
-    entry["item_ids"] = [str(i) for i in data.get("item_ids", [])]
-    entry["call_ids"] = [str(i) for i in data.get("call_ids", [])]
-    entry["digests"] = [str(d) for d in data.get("digests", [])]
-    entry["opened"] = [str(c) for c in data.get("opened", [])]
+    entry["item_ids"] = strings(data.get("item_ids", []))
+    entry["call_ids"] = strings(data.get("call_ids", []))
+    entry["digests"] = strings(data.get("digests", []))
+    entry["opened"] = strings(data.get("opened", []))
     entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
     return entry
-
-
-def _undelivered_dict(entry: dict[str, Any] | None) -> dict[str, Any] | None:
-    if entry is None:
-        return None
-    output = [copy.deepcopy(item_to_dict(i)) for i in entry["output"]]
-    return {"response_id": entry["response_id"], "output": output}
-
-
-def _undelivered_entry(data: Any) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
-        raise TypeError("undelivered must be an object with an output list")
-    response_id = data.get("response_id")
-    if response_id is not None and not isinstance(response_id, str):
-        raise TypeError("undelivered response_id must be a string")
-    return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
 
 
 def _holds(batch: list[Any], item: Any) -> bool:

@@ -54,6 +54,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # The ledger of one run: what the server acknowledged, the run's lifecycle, the model layer.
     "ledger": (
         "_tracker",
+        "_tracker_codec",
         "_run",
         "_request",
         "_filter_match",
