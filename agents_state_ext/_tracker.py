@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import warnings
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
@@ -13,14 +12,8 @@ from ._items import Facts, ItemKeys, facts
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
-from ._repairs import (
-    INTERRUPTED_TOOL_OUTPUT,
-    TEXT_OUTPUTS,
-    InterruptedToolCallWarning,
-    OpenCallsPolicy,
-    ToolCallRepair,
-    closure,
-)
+from ._open_calls import OpenCalls
+from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._tracker_codec import (
     TRACKER_VERSION,
     check_version,
@@ -30,7 +23,7 @@ from ._tracker_codec import (
     load_undelivered,
     strings,
 )
-from .errors import OpenToolCallsError, StateBlobError
+from .errors import StateBlobError
 from .types import ServerStrategyName
 
 __all__ = ["ServerConversationTracker"]
@@ -38,7 +31,6 @@ __all__ = ["ServerConversationTracker"]
 Strategy = ServerStrategyName
 JOURNAL_LENGTH = 8
 SUPERSEDED_LENGTH = 8
-REPAIR_HISTORY = 100
 
 
 class ServerConversationTracker:
@@ -116,12 +108,7 @@ class ServerConversationTracker:
         # The newest acknowledgements, so a resume can step back over a response the SDK
         # never processed (e.g. a stream cancelled right after response.completed).
         self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
-        # Tool calls the server holds without an output (call id -> call type), the outputs the
-        # run produced for them but never sent, and the closures handed out but not yet sent.
-        self._open: dict[str, str] = {}
-        self._unsent: dict[str, Any] = {}
-        self._closing: dict[str, Any] = {}
-        self._repairs: deque[ToolCallRepair] = deque(maxlen=REPAIR_HISTORY)
+        self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
         # The cursors a restart (compaction, re-seed) replaced, and the ids of the items the
         # current chain or conversation holds (reasoning aside).
@@ -198,40 +185,31 @@ class ServerConversationTracker:
     @property
     def open_calls(self) -> list[str]:
         """Call ids of tool calls the server holds without an output, oldest first."""
-        return list(self._open)
+        return self._calls.ids
 
     @property
     def unsent_outputs(self) -> list[dict[str, Any]]:
         """Tool outputs for open calls that the run produced but never sent (copies)."""
-        return dump_items(self._unsent.values())
+        return self._calls.unsent_outputs
 
     @property
     def repairs(self) -> list[ToolCallRepair]:
         """The newest open calls closed before a request (100 kept), oldest first."""
-        return list(self._repairs)
+        return self._calls.repairs
 
     def record_output(self, item: Any) -> bool:
         """Keep a tool output the run produced for an open call, to close it with if unsent.
 
         Returns whether it was kept (False: no such open call, or its output was sent).
         """
-        call_id = _keys(item).output_call_id
-        if call_id is None or call_id not in self._open:
-            return False
-        self._unsent[call_id] = item
-        self._closing.pop(call_id, None)
-        return True
+        return self._calls.record_output(item)
 
     def supply_outputs(self, outputs: Mapping[str, str]) -> None:
         """Give open calls their outputs (call id -> output text); sent with the next request.
 
         An unknown or already answered call id raises ``KeyError`` and nothing is kept.
         """
-        unknown = [call_id for call_id in outputs if call_id not in self._open]
-        if unknown:
-            raise KeyError(f"no open tool call with id {unknown[0]!r} (open: {self.open_calls})")
-        for call_id, text in outputs.items():
-            self.record_output(closure(call_id, self._open[call_id], str(text)))
+        self._calls.supply(outputs)
 
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
@@ -280,7 +258,7 @@ class ServerConversationTracker:
         for index in unsent:
             result.append(incoming[index])
             result_facts.append(read[index])
-        return self._close_calls(result, result_facts)
+        return self._calls.close(result, result_facts, self._call_ids, self.open_calls_policy)
 
     def _lacking(self, incoming: list[Any]) -> tuple[list[Facts], list[int]]:
         """:func:`facts` of each item, and the indexes of those the server lacks."""
@@ -310,75 +288,6 @@ class ServerConversationTracker:
                 continue
             unsent.append(index)
         return read, unsent
-
-    def _close_calls(self, batch: list[Any], read: list[Facts]) -> list[Any]:
-        """``batch`` with every call it leaves without an output answered exactly once.
-
-        Calls the server holds open are answered in front (their output belongs right after
-        them in the chain); a call carried by ``batch`` itself (a re-seeded window) right after
-        that call. The answer is the run's real output when it produced one, else a synthesized
-        one (or :class:`~agents_state_ext.OpenToolCallsError` under the ``raise`` policy).
-        ``read`` is :func:`~agents_state_ext._items.facts` of each item of ``batch``.
-        """
-        calls: list[tuple[int, tuple[str, str]]] = []
-        carried: set[str] = set()
-        for index, (found, _, call) in enumerate(read):
-            if call:
-                calls.append((index, call))
-            if found.output_call_id is not None:
-                carried.add(found.output_call_id)
-        if not self._open and not calls:
-            return batch  # the common request: nothing open, no call in it
-        # Plain loops: comprehensions are frames of their own, and this runs per request.
-        front: list[tuple[str, str]] = []
-        for c, kind in self._open.items():
-            if c not in carried:
-                front.append((c, kind))
-        inline: dict[int, tuple[str, str]] = {}
-        for index, call in calls:
-            if call[0] not in carried and call[0] not in self._call_ids:
-                inline[index] = call
-        if not front and not inline:
-            return batch
-        wanted = [*front, *inline.values()]
-        lacking = [c for c, kind in wanted if c not in self._unsent and c not in self._closing]
-        if lacking and (
-            self.open_calls_policy == "raise"
-            or any(kind not in TEXT_OUTPUTS for c, kind in wanted if c in lacking)
-        ):
-            raise OpenToolCallsError(
-                f"the server holds tool calls without outputs ({', '.join(lacking)}) and this "
-                "run did not produce them; supply them with ConversationState.close_tool_calls"
-                "({call_id: output}) and run again",
-                lacking,
-            )
-        result = [self._closing_item(c, kind) for c, kind in front]
-        for index, item in enumerate(batch):
-            result.append(item)
-            if index in inline:
-                result.append(self._closing_item(*inline[index]))
-        return result
-
-    def _closing_item(self, call_id: str, kind: str) -> Any:
-        if call_id in self._closing:
-            return self._closing[call_id]
-        item = self._unsent.pop(call_id, None)
-        repair = ToolCallRepair(call_id, "output" if item is not None else "interrupted")
-        if item is None:
-            item = closure(call_id, kind, INTERRUPTED_TOOL_OUTPUT)
-        self._closing[call_id] = item
-        self._repairs.append(repair)
-        warnings.warn(
-            f"tool call {call_id} was left without an output by an interrupted run; it is "
-            + (
-                "answered now with the output the run produced"
-                if repair.closed_with == "output"
-                else "closed now as interrupted"
-            ),
-            InterruptedToolCallWarning,
-            stacklevel=2,
-        )
-        return item
 
     def _waiting(
         self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
@@ -469,9 +378,7 @@ class ServerConversationTracker:
         if self._left_out:
             for item in batch:
                 self._left_out.discard(_digest(item))
-        if self._closing:
-            for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
-                del self._closing[call_id]
+        self._calls.sent(batch)
         if self._pending or self._uncertain:
             covered = [*batch, *replacing] if replacing else batch
             self._pending = self._waiting(self._pending, covered)
@@ -593,9 +500,7 @@ class ServerConversationTracker:
         if self._follows_conversation and not conversation_id:
             raise ValueError("restarting a conversation tracker needs the new conversation_id")
         # The calls the old chain left open are not in the new one (unless the window has them).
-        self._open.clear()
-        self._unsent.clear()
-        self._closing.clear()
+        self._calls.clear()
         # A RunState of the old chain still belongs here; rolling back into that chain does not.
         old = self._conversation_id or self._previous_response_id
         if old is not None and old != conversation_id:
@@ -651,13 +556,10 @@ class ServerConversationTracker:
                 self._digests.pop(digest, None)
             self._requeue(list(entry["sent"]))
             for call_id, kind in entry["closed"]:
-                self._open[call_id] = kind
+                self._calls.reopen(call_id, kind)
             # Calls this response made are gone from the chain, and so are answers to them.
             opened = set(entry["opened"])
-            for call_id in opened:
-                self._open.pop(call_id, None)
-                self._unsent.pop(call_id, None)
-                self._closing.pop(call_id, None)
+            self._calls.forget(opened)
             self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
         self._previous_response_id = previous_response_id
         self._acked_objects.clear()
@@ -677,14 +579,13 @@ class ServerConversationTracker:
             if entry is not None and call_id not in self._call_ids:
                 entry["call_ids"].append(call_id)
             self._call_ids.add(call_id)
-            kind = self._open.pop(call_id, None)
-            self._unsent.pop(call_id, None)
+            kind = self._calls.answered(call_id)
             if kind is not None and entry is not None:
                 entry["closed"].append([call_id, kind])
-        if call is not None and call[0] not in self._call_ids and call[0] not in self._open:
-            self._open[call[0]] = call[1]
-            if entry is not None:
-                entry["opened"].append(call[0])
+        # Opened first: the call is held open whether or not a journal entry is kept.
+        opened = call is not None and call[0] not in self._call_ids and self._calls.opened(*call)
+        if opened and call is not None and entry is not None:
+            entry["opened"].append(call[0])
         if digestible:
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
@@ -724,9 +625,7 @@ class ServerConversationTracker:
             "pending": dump_items(pending),
             "uncertain": dump_items(uncertain),
             "open_calls_policy": self.open_calls_policy,
-            "open_calls": dict(self._open),
-            "unsent_outputs": dump_items(self._unsent.values()),
-            "repairs": [r.to_dict() for r in self._repairs],
+            **self._calls.to_dict(),
             "undelivered": dump_undelivered(self._undelivered),
             "superseded": list(self._superseded),
             "retired_ids": sorted(self._item_ids - self._chain_ids),
@@ -759,17 +658,12 @@ class ServerConversationTracker:
             tracker._pending = load_items(data.get("pending", []))
             tracker._uncertain = load_items(data.get("uncertain", []))
             tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
-            tracker._open = {str(c): str(k) for c, k in dict(data.get("open_calls", {})).items()}
-            for output in data.get("unsent_outputs", []):
-                tracker.record_output(dict(output))
+            tracker._calls = OpenCalls.from_dict(data)
             tracker._undelivered = load_undelivered(data.get("undelivered"))
             tracker._superseded.extend(str(c) for c in data.get("superseded", []))
             if "retired_ids" in data:
                 retired = {str(i) for i in data["retired_ids"]}
                 tracker._chain_ids = tracker._item_ids - retired
-            tracker._repairs.extend(
-                ToolCallRepair(str(r["call_id"]), r["closed_with"]) for r in data.get("repairs", [])
-            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
@@ -808,7 +702,3 @@ def _journal_entry(data: Any) -> dict[str, Any]:
     entry["opened"] = strings(data.get("opened", []))
     entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
     return entry
-
-
-def _holds(batch: list[Any], item: Any) -> bool:
-    return any(each is item for each in batch)

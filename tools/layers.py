@@ -55,6 +55,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "ledger": (
         "_tracker",
         "_tracker_codec",
+        "_open_calls",
         "_run",
         "_request",
         "_filter_match",
