@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
@@ -12,6 +11,7 @@ from ._items import Facts, ItemKeys, facts
 from ._items import digest as _digest
 from ._items import keys as _keys
 from ._items import stable_key as _stable_key
+from ._journal import Journal, JournalEntry
 from ._open_calls import OpenCalls
 from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._tracker_codec import (
@@ -21,7 +21,6 @@ from ._tracker_codec import (
     dump_undelivered,
     load_items,
     load_undelivered,
-    strings,
 )
 from .errors import StateBlobError
 from .types import ServerStrategyName
@@ -29,7 +28,6 @@ from .types import ServerStrategyName
 __all__ = ["ServerConversationTracker"]
 
 Strategy = ServerStrategyName
-JOURNAL_LENGTH = 8
 SUPERSEDED_LENGTH = 8
 
 
@@ -105,9 +103,7 @@ class ServerConversationTracker:
         # Digests of the id-less input a resumed RunState sends itself (its pending input) in
         # this run: a held copy of one is that same occurrence (see expect_copies).
         self._expected: Counter[str] = Counter()
-        # The newest acknowledgements, so a resume can step back over a response the SDK
-        # never processed (e.g. a stream cancelled right after response.completed).
-        self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
+        self._journal = Journal()
         self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
         # The cursors a restart (compaction, re-seed) replaced, and the ids of the items the
@@ -402,7 +398,7 @@ class ServerConversationTracker:
         """
         batch = self._in_flight or []
         self._in_flight = None
-        entry = _new_entry(response_id, self._previous_response_id, batch)
+        entry = JournalEntry(response_id, self._previous_response_id, batch)
         for item in batch:
             self._remember(item, entry)
         for item in output:
@@ -538,59 +534,52 @@ class ServerConversationTracker:
         """
         if self._previous_response_id == previous_response_id:
             return True
-        undo: list[dict[str, Any]] = []
-        cursor = self._previous_response_id
-        for entry in reversed(self._journal):
-            if cursor == previous_response_id:
-                break
-            undo.append(entry)
-            cursor = entry["previous"]
-        if cursor != previous_response_id:
+        undo = self._journal.take_back(self._previous_response_id, previous_response_id)
+        if undo is None:
             return False
         for entry in undo:
-            self._journal.pop()
-            self._item_ids.difference_update(entry["item_ids"])
-            self._chain_ids.difference_update(entry["item_ids"])
-            self._call_ids.difference_update(entry["call_ids"])
-            for digest in entry["digests"]:
+            self._item_ids.difference_update(entry.item_ids)
+            self._chain_ids.difference_update(entry.item_ids)
+            self._call_ids.difference_update(entry.call_ids)
+            for digest in entry.digests:
                 self._digests.pop(digest, None)
-            self._requeue(list(entry["sent"]))
-            for call_id, kind in entry["closed"]:
+            self._requeue(list(entry.sent))
+            for call_id, kind in entry.closed:
                 self._calls.reopen(call_id, kind)
             # Calls this response made are gone from the chain, and so are answers to them.
-            opened = set(entry["opened"])
+            opened = set(entry.opened)
             self._calls.forget(opened)
             self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
         self._previous_response_id = previous_response_id
         self._acked_objects.clear()
         return True
 
-    def _remember(self, item: Any, entry: dict[str, Any] | None = None) -> None:
+    def _remember(self, item: Any, entry: JournalEntry | None = None) -> None:
         self._acked_objects[id(item)] = item
         (item_id, call_id, digestible), item_type, call = facts(item)
         if item_id is not None:
             if entry is not None and item_id not in self._item_ids:
-                entry["item_ids"].append(item_id)
+                entry.item_ids.append(item_id)
             self._item_ids.add(item_id)
             self._last_item_id = item_id
             if item_type != "reasoning":
                 self._chain_ids.add(item_id)
         if call_id is not None:
             if entry is not None and call_id not in self._call_ids:
-                entry["call_ids"].append(call_id)
+                entry.call_ids.append(call_id)
             self._call_ids.add(call_id)
             kind = self._calls.answered(call_id)
             if kind is not None and entry is not None:
-                entry["closed"].append([call_id, kind])
+                entry.closed.append([call_id, kind])
         # Opened first: the call is held open whether or not a journal entry is kept.
         opened = call is not None and call[0] not in self._call_ids and self._calls.opened(*call)
         if opened and call is not None and entry is not None:
-            entry["opened"].append(call[0])
+            entry.opened.append(call[0])
         if digestible:
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
             if entry is not None and digest not in self._digests:
-                entry["digests"].append(digest)
+                entry.digests.append(digest)
             self._digests[digest] = None
             self._digests.move_to_end(digest)
             while len(self._digests) > self._max_digests:
@@ -629,13 +618,7 @@ class ServerConversationTracker:
             "undelivered": dump_undelivered(self._undelivered),
             "superseded": list(self._superseded),
             "retired_ids": sorted(self._item_ids - self._chain_ids),
-            "journal": [
-                {
-                    **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
-                    "sent": dump_items(e["sent"]),
-                }
-                for e in self._journal
-            ],
+            "journal": self._journal.to_list(),
         }
 
     @classmethod
@@ -657,7 +640,7 @@ class ServerConversationTracker:
             tracker._last_item_id = data.get("last_item_id")
             tracker._pending = load_items(data.get("pending", []))
             tracker._uncertain = load_items(data.get("uncertain", []))
-            tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
+            tracker._journal = Journal.from_list(data.get("journal", []))
             tracker._calls = OpenCalls.from_dict(data)
             tracker._undelivered = load_undelivered(data.get("undelivered"))
             tracker._superseded.extend(str(c) for c in data.get("superseded", []))
@@ -675,30 +658,3 @@ class ServerConversationTracker:
             f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
             f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
         )
-
-
-def _new_entry(response_id: str | None, previous: str | None, sent: list[Any]) -> dict[str, Any]:
-    return {
-        "response_id": response_id,
-        "previous": previous,
-        "sent": sent,  # the objects themselves; copied only when serialized
-        "item_ids": [],
-        "call_ids": [],
-        "digests": [],
-        "opened": [],
-        "closed": [],
-    }
-
-
-def _journal_entry(data: Any) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        raise TypeError("a journal entry must be an object")
-    entry = _new_entry(
-        data.get("response_id"), data.get("previous"), load_items(data.get("sent", []))
-    )
-    entry["item_ids"] = strings(data.get("item_ids", []))
-    entry["call_ids"] = strings(data.get("call_ids", []))
-    entry["digests"] = strings(data.get("digests", []))
-    entry["opened"] = strings(data.get("opened", []))
-    entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
-    return entry

@@ -56,6 +56,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_tracker",
         "_tracker_codec",
         "_open_calls",
+        "_journal",
         "_run",
         "_request",
         "_filter_match",
