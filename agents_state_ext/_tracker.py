@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
+from ._acknowledged import Acknowledged
 from ._ids import uuid4_hex
 from ._items import Facts, ItemKeys, facts
 from ._items import digest as _digest
@@ -83,16 +84,12 @@ class ServerConversationTracker:
         # follows a server conversation, never otherwise) or a previous_response_id chain.
         self._previous_response_id = previous_response_id
         self._conversation_id = conversation_id if follows_conversation else None
-        self._max_digests = max_digests
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
-        self._item_ids: set[str] = set()
-        self._call_ids: set[str] = set()
-        self._digests: OrderedDict[str, None] = OrderedDict()
+        self._acks = Acknowledged(max_digests)
         self._pending: list[Any] = []
         self._in_flight: list[Any] | None = None
         self._uncertain: list[Any] = []
-        self._last_item_id: str | None = None
         self._acked_objects: dict[int, Any] = {}
         # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
         # copies of the run's initial input again on later turns when a filter rewrote it.
@@ -106,10 +103,8 @@ class ServerConversationTracker:
         self._journal = Journal()
         self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
-        # The cursors a restart (compaction, re-seed) replaced, and the ids of the items the
-        # current chain or conversation holds (reasoning aside).
+        # The cursors a restart (compaction, re-seed) replaced.
         self._superseded: deque[str] = deque(maxlen=SUPERSEDED_LENGTH)
-        self._chain_ids: set[str] = set()
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -136,7 +131,7 @@ class ServerConversationTracker:
     @property
     def last_item_id(self) -> str | None:
         """The id of the newest item known to be in the server conversation (reconciliation)."""
-        return self._last_item_id
+        return self._acks.last_item_id
 
     @property
     def superseded(self) -> list[str]:
@@ -159,7 +154,7 @@ class ServerConversationTracker:
         checked is. Sorted.
         """
         carried = {_keys(item).item_id for item in items}
-        return sorted(self._chain_ids - carried)
+        return self._acks.missing_from(carried)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -209,11 +204,11 @@ class ServerConversationTracker:
 
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
-        return item_id in self._item_ids
+        return self._acks.has_item_id(item_id)
 
     def has_call_output(self, call_id: str) -> bool:
         """Whether the server acknowledged a tool output for this call id."""
-        return call_id in self._call_ids
+        return call_id in self._acks.call_ids
 
     # -- dedupe -----------------------------------------------------------------------------
 
@@ -224,14 +219,10 @@ class ServerConversationTracker:
     def _acknowledged(self, item: Any, keys: ItemKeys) -> bool:
         if self._acked_objects.get(id(item)) is item:
             return True
+        if self._acks.holds(item, keys):
+            return True
         item_id, call_id, digestible = keys
-        if item_id is not None and item_id in self._item_ids:
-            return True
-        if call_id is not None and call_id in self._call_ids:
-            return True
-        if item_id is None and digestible:
-            return _digest(item) in self._digests
-        if item_id is None and call_id is None and self._consumed:
+        if item_id is None and call_id is None and not digestible and self._consumed:
             return _digest(item) in self._consumed
         return False
 
@@ -254,7 +245,7 @@ class ServerConversationTracker:
         for index in unsent:
             result.append(incoming[index])
             result_facts.append(read[index])
-        return self._calls.close(result, result_facts, self._call_ids, self.open_calls_policy)
+        return self._calls.close(result, result_facts, self._acks.call_ids, self.open_calls_policy)
 
     def _lacking(self, incoming: list[Any]) -> tuple[list[Facts], list[int]]:
         """:func:`facts` of each item, and the indexes of those the server lacks."""
@@ -502,10 +493,10 @@ class ServerConversationTracker:
         if old is not None and old != conversation_id:
             self._superseded.append(old)
         self._journal.clear()
-        self._chain_ids.clear()
+        self._acks.new_chain()
         if self._follows_conversation:
             self._conversation_id = conversation_id
-            self._last_item_id = None
+            self._acks.last_item_id = None
             for item in window:
                 self._remember(item)
             return
@@ -538,11 +529,7 @@ class ServerConversationTracker:
         if undo is None:
             return False
         for entry in undo:
-            self._item_ids.difference_update(entry.item_ids)
-            self._chain_ids.difference_update(entry.item_ids)
-            self._call_ids.difference_update(entry.call_ids)
-            for digest in entry.digests:
-                self._digests.pop(digest, None)
+            self._acks.forget(entry)
             self._requeue(list(entry.sent))
             for call_id, kind in entry.closed:
                 self._calls.reopen(call_id, kind)
@@ -556,34 +543,21 @@ class ServerConversationTracker:
 
     def _remember(self, item: Any, entry: JournalEntry | None = None) -> None:
         self._acked_objects[id(item)] = item
-        (item_id, call_id, digestible), item_type, call = facts(item)
-        if item_id is not None:
-            if entry is not None and item_id not in self._item_ids:
-                entry.item_ids.append(item_id)
-            self._item_ids.add(item_id)
-            self._last_item_id = item_id
-            if item_type != "reasoning":
-                self._chain_ids.add(item_id)
+        read = facts(item)
+        self._acks.remember(item, read, entry)
+        call_id = read[0].output_call_id
         if call_id is not None:
-            if entry is not None and call_id not in self._call_ids:
-                entry.call_ids.append(call_id)
-            self._call_ids.add(call_id)
             kind = self._calls.answered(call_id)
             if kind is not None and entry is not None:
                 entry.closed.append([call_id, kind])
-        # Opened first: the call is held open whether or not a journal entry is kept.
-        opened = call is not None and call[0] not in self._call_ids and self._calls.opened(*call)
-        if opened and call is not None and entry is not None:
+        call = read[2]
+        if (
+            call is not None
+            and call[0] not in self._acks.call_ids
+            and self._calls.opened(*call)  # held open whether or not an entry is kept
+            and entry is not None
+        ):
             entry.opened.append(call[0])
-        if digestible:
-            # Digest without the id: the SDK may replay this output with its id stripped.
-            digest = _digest(item)
-            if entry is not None and digest not in self._digests:
-                entry.digests.append(digest)
-            self._digests[digest] = None
-            self._digests.move_to_end(digest)
-            while len(self._digests) > self._max_digests:
-                self._digests.popitem(last=False)
 
     # -- serialization -----------------------------------------------------------------------
 
@@ -605,19 +579,16 @@ class ServerConversationTracker:
             "strategy": self.strategy,
             "previous_response_id": self._previous_response_id,
             "conversation_id": self._conversation_id,
-            "max_digests": self._max_digests,
+            "max_digests": self._acks.max_digests,
             "prompt_cache_key": self.prompt_cache_key,
-            "item_ids": sorted(self._item_ids),
-            "call_ids": sorted(self._call_ids),
-            "digests": list(self._digests),
-            "last_item_id": self._last_item_id,
+            **self._acks.to_dict(),
             "pending": dump_items(pending),
             "uncertain": dump_items(uncertain),
             "open_calls_policy": self.open_calls_policy,
             **self._calls.to_dict(),
             "undelivered": dump_undelivered(self._undelivered),
             "superseded": list(self._superseded),
-            "retired_ids": sorted(self._item_ids - self._chain_ids),
+            "retired_ids": self._acks.retired(),
             "journal": self._journal.to_list(),
         }
 
@@ -634,19 +605,13 @@ class ServerConversationTracker:
                 prompt_cache_key=data.get("prompt_cache_key"),
                 open_calls_policy=data.get("open_calls_policy", "interrupt"),
             )
-            tracker._item_ids = {str(i) for i in data.get("item_ids", [])}
-            tracker._call_ids = {str(i) for i in data.get("call_ids", [])}
-            tracker._digests = OrderedDict((str(d), None) for d in data.get("digests", []))
-            tracker._last_item_id = data.get("last_item_id")
+            tracker._acks = Acknowledged.from_dict(data, tracker._acks.max_digests)
             tracker._pending = load_items(data.get("pending", []))
             tracker._uncertain = load_items(data.get("uncertain", []))
             tracker._journal = Journal.from_list(data.get("journal", []))
             tracker._calls = OpenCalls.from_dict(data)
             tracker._undelivered = load_undelivered(data.get("undelivered"))
             tracker._superseded.extend(str(c) for c in data.get("superseded", []))
-            if "retired_ids" in data:
-                retired = {str(i) for i in data["retired_ids"]}
-                tracker._chain_ids = tracker._item_ids - retired
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
@@ -655,6 +620,6 @@ class ServerConversationTracker:
         return (
             f"ServerConversationTracker(strategy={self.strategy!r}, "
             f"previous_response_id={self._previous_response_id!r}, "
-            f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
+            f"conversation_id={self._conversation_id!r}, acknowledged={len(self._acks)}, "
             f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
         )

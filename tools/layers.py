@@ -57,6 +57,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_tracker_codec",
         "_open_calls",
         "_journal",
+        "_acknowledged",
         "_run",
         "_request",
         "_filter_match",
