@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
 from ._acknowledged import Acknowledged
+from ._dedupe import Dedupe
 from ._ids import uuid4_hex
-from ._items import Facts, ItemKeys, facts
-from ._items import digest as _digest
+from ._items import Facts, facts
 from ._items import keys as _keys
-from ._items import stable_key as _stable_key
 from ._journal import Journal, JournalEntry
 from ._open_calls import OpenCalls
 from ._repairs import OpenCallsPolicy, ToolCallRepair
@@ -90,16 +89,7 @@ class ServerConversationTracker:
         self._pending: list[Any] = []
         self._in_flight: list[Any] | None = None
         self._uncertain: list[Any] = []
-        self._acked_objects: dict[int, Any] = {}
-        # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
-        # copies of the run's initial input again on later turns when a filter rewrote it.
-        self._consumed: set[str] = set()
-        # Digests of id-less input a call_model_input_filter left out of a request of this run:
-        # offered again before an item that request carried, it was still never sent.
-        self._left_out: set[str] = set()
-        # Digests of the id-less input a resumed RunState sends itself (its pending input) in
-        # this run: a held copy of one is that same occurrence (see expect_copies).
-        self._expected: Counter[str] = Counter()
+        self._dedupe = Dedupe()
         self._journal = Journal()
         self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
@@ -214,17 +204,7 @@ class ServerConversationTracker:
 
     def is_acknowledged(self, item: Any) -> bool:
         """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
-        return self._acknowledged(item, _keys(item))
-
-    def _acknowledged(self, item: Any, keys: ItemKeys) -> bool:
-        if self._acked_objects.get(id(item)) is item:
-            return True
-        if self._acks.holds(item, keys):
-            return True
-        item_id, call_id, digestible = keys
-        if item_id is None and call_id is None and not digestible and self._consumed:
-            return _digest(item) in self._consumed
-        return False
+        return self._dedupe.acknowledged(item, _keys(item), self._acks)
 
     def reduce(self, items: Sequence[Any]) -> list[Any]:
         """The list to send for ``items``: pending items first, then what the server lacks.
@@ -235,84 +215,17 @@ class ServerConversationTracker:
         caller's own item objects; nothing is copied.
         """
         incoming = list(items)
-        read, unsent = self._lacking(incoming)
+        read, unsent = self._dedupe.lacking(incoming, self._acks)
         result: list[Any] = []
         result_facts: list[Facts] = []
         if self._pending:
-            result = self._waiting(self._pending, incoming, [f[0] for f in read])
-            # What _close_calls reads of each item of the result (the pending ones read afresh).
+            result = self._dedupe.waiting(self._pending, incoming, [f[0] for f in read])
+            # What OpenCalls.close reads of each item of the result (the pending ones read afresh).
             result_facts = [facts(item) for item in result]
         for index in unsent:
             result.append(incoming[index])
             result_facts.append(read[index])
         return self._calls.close(result, result_facts, self._acks.call_ids, self.open_calls_policy)
-
-    def _lacking(self, incoming: list[Any]) -> tuple[list[Facts], list[int]]:
-        """:func:`facts` of each item, and the indexes of those the server lacks."""
-        # Read once, in one pass: this runs before every request.
-        read: list[Facts] = []
-        acked: list[bool] = []
-        last_acked = -1
-        for index, item in enumerate(incoming):
-            found = facts(item)
-            read.append(found)
-            flag = self._acknowledged(item, found[0])
-            acked.append(flag)
-            if flag:
-                last_acked = index
-        unsent: list[int] = []
-        for index, item in enumerate(incoming):
-            if acked[index]:
-                continue
-            found = read[index]
-            if (
-                index < last_acked
-                and found[0].item_id is None
-                and found[0].output_call_id is None
-                and not (self._left_out and _digest(item) in self._left_out)
-            ):
-                # Sent before an item the server acknowledged existed: it is in the chain.
-                continue
-            unsent.append(index)
-        return read, unsent
-
-    def _waiting(
-        self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
-    ) -> list[Any]:
-        """The items of ``held`` that ``batch`` does not carry.
-
-        Carried: the same object, a copy with the same stable key, or (see
-        :meth:`expect_copies`) a copy with the same content of the resumed RunState's own input.
-        """
-        if not held:
-            return []
-        carried = {id(item) for item in batch}
-        stable = {_stable_key(k) for k in (keys or map(_keys, batch))} - {None}
-        waiting = [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
-        if self._expected and waiting:
-            return self._without_copies(waiting, batch)
-        return waiting
-
-    def _without_copies(self, held: list[Any], batch: list[Any]) -> list[Any]:
-        """``held`` less one copy per expected item of ``batch`` (matched by content)."""
-        offered: Counter[str] = Counter()
-        for item in batch:
-            if _stable_key(_keys(item)) is None:
-                found = _digest(item)
-                if found in self._expected:
-                    offered[found] += 1
-        if not offered:
-            return held
-        budget = offered & self._expected
-        waiting = []
-        for item in held:
-            if _stable_key(_keys(item)) is None:
-                found = _digest(item)
-                if budget[found] > 0:
-                    budget[found] -= 1
-                    continue
-            waiting.append(item)
-        return waiting
 
     def left_out(self, offered: Sequence[Any], items: Iterable[Any]) -> None:
         """A ``call_model_input_filter`` left ``items`` of ``offered`` out of the next request.
@@ -321,14 +234,7 @@ class ServerConversationTracker:
         of an item that request carried, an id-less one is not taken for "sent before an
         acknowledged item". Until it is sent, or :meth:`end_run`.
         """
-        wanted = {id(item) for item in items}
-        if not wanted:
-            return
-        incoming = list(offered)
-        for index in self._lacking(incoming)[1]:
-            item = incoming[index]
-            if id(item) in wanted and _stable_key(_keys(item)) is None:
-                self._left_out.add(_digest(item))
+        self._dedupe.leave_out(offered, items, self._acks)
 
     def expect_copies(self, items: Iterable[Any]) -> None:
         """The run now starting sends ``items`` itself: a resumed RunState's pending input.
@@ -342,9 +248,7 @@ class ServerConversationTracker:
         RunState stays the owner of its input: the SDK records it as the run's once accepted.
         Until :meth:`end_run`; a new call replaces the expectation.
         """
-        self._expected = Counter(
-            _digest(item) for item in items if _stable_key(_keys(item)) is None
-        )
+        self._dedupe.expect(items)
 
     # -- request lifecycle -------------------------------------------------------------------
 
@@ -362,21 +266,19 @@ class ServerConversationTracker:
         elif self._in_flight is not None:
             self.rewind()
         batch = list(items)
-        if self._left_out:
-            for item in batch:
-                self._left_out.discard(_digest(item))
+        self._dedupe.sent(batch)
         self._calls.sent(batch)
         if self._pending or self._uncertain:
             covered = [*batch, *replacing] if replacing else batch
-            self._pending = self._waiting(self._pending, covered)
-            self._uncertain = self._waiting(self._uncertain, covered)
+            self._pending = self._dedupe.waiting(self._pending, covered)
+            self._uncertain = self._dedupe.waiting(self._uncertain, covered)
         self._in_flight = batch
         return batch
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
         fresh = [item for item in items if not self.is_acknowledged(item)]
-        self._pending = [*self._pending, *self._waiting(fresh, self._pending)]
+        self._pending = [*self._pending, *self._dedupe.waiting(fresh, self._pending)]
 
     def acknowledge(
         self, response_id: str | None, output: Iterable[Any] = (), *, consumed: Iterable[Any] = ()
@@ -396,10 +298,7 @@ class ServerConversationTracker:
             self._remember(item, entry)
         if self._follows_conversation:
             self._undelivered = {"response_id": response_id, "output": list(output)}
-        for item in consumed:
-            self._acked_objects[id(item)] = item
-            if _keys(item).item_id is None:
-                self._consumed.add(_digest(item))
+        self._dedupe.consume(consumed)
         if response_id is not None and not self._follows_conversation:
             self._previous_response_id = response_id
             self._journal.append(entry)
@@ -416,7 +315,7 @@ class ServerConversationTracker:
         self._requeue(batch)
 
     def _requeue(self, batch: list[Any]) -> None:
-        self._pending = batch + self._waiting(self._pending, batch)
+        self._pending = batch + self._dedupe.waiting(self._pending, batch)
 
     def mark_uncertain(self, batch: Sequence[Any] | None = None) -> None:
         """The in-flight request failed after the server may have accepted it.
@@ -510,10 +409,7 @@ class ServerConversationTracker:
 
     def end_run(self) -> None:
         """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
-        self._acked_objects.clear()
-        self._consumed.clear()
-        self._expected.clear()
-        self._left_out.clear()
+        self._dedupe.end_run()
 
     def rollback_to(self, previous_response_id: str | None) -> bool:
         """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.
@@ -538,11 +434,11 @@ class ServerConversationTracker:
             self._calls.forget(opened)
             self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
         self._previous_response_id = previous_response_id
-        self._acked_objects.clear()
+        self._dedupe.forget_objects()
         return True
 
     def _remember(self, item: Any, entry: JournalEntry | None = None) -> None:
-        self._acked_objects[id(item)] = item
+        self._dedupe.seen(item)
         read = facts(item)
         self._acks.remember(item, read, entry)
         call_id = read[0].output_call_id

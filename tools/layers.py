@@ -58,6 +58,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_open_calls",
         "_journal",
         "_acknowledged",
+        "_dedupe",
         "_run",
         "_request",
         "_filter_match",
