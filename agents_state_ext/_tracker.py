@@ -13,13 +13,13 @@ from ._items import Facts, facts
 from ._items import keys as _keys
 from ._journal import Journal, JournalEntry
 from ._open_calls import OpenCalls
+from ._outbox import Outbox
 from ._repairs import OpenCallsPolicy, ToolCallRepair
 from ._tracker_codec import (
     TRACKER_VERSION,
     check_version,
     dump_items,
     dump_undelivered,
-    load_items,
     load_undelivered,
 )
 from .errors import StateBlobError
@@ -86,10 +86,8 @@ class ServerConversationTracker:
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
         self._acks = Acknowledged(max_digests)
-        self._pending: list[Any] = []
-        self._in_flight: list[Any] | None = None
-        self._uncertain: list[Any] = []
         self._dedupe = Dedupe()
+        self._outbox = Outbox(self._dedupe)
         self._journal = Journal()
         self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
@@ -149,19 +147,19 @@ class ServerConversationTracker:
     @property
     def pending(self) -> list[dict[str, Any]]:
         """Items sent but never acknowledged, in the order they will be re-sent (copies)."""
-        return dump_items(self._pending)
+        return dump_items(self._outbox.pending)
 
     @property
     def uncertain(self) -> list[dict[str, Any]]:
         """Items of a failed request the server may have accepted; reconciled before a resend."""
-        if not self._uncertain:
+        if not self._outbox.uncertain:
             return []  # asked before every request
-        return dump_items(self._uncertain)
+        return dump_items(self._outbox.uncertain)
 
     @property
     def in_flight(self) -> bool:
         """Whether a request has been marked sent and is neither acknowledged nor rewound."""
-        return self._in_flight is not None
+        return self._outbox.in_flight is not None
 
     @property
     def open_calls(self) -> list[str]:
@@ -218,8 +216,8 @@ class ServerConversationTracker:
         read, unsent = self._dedupe.lacking(incoming, self._acks)
         result: list[Any] = []
         result_facts: list[Facts] = []
-        if self._pending:
-            result = self._dedupe.waiting(self._pending, incoming, [f[0] for f in read])
+        if self._outbox.pending:
+            result = self._dedupe.waiting(self._outbox.pending, incoming, [f[0] for f in read])
             # What OpenCalls.close reads of each item of the result (the pending ones read afresh).
             result_facts = [facts(item) for item in result]
         for index in unsent:
@@ -259,26 +257,17 @@ class ServerConversationTracker:
         ``call_model_input_filter`` rewrote): they leave pending like the sent ones. Returns the
         batch now in flight (pass it to :meth:`rewind` / :meth:`mark_uncertain`).
         """
-        # A request that never reported back (e.g. a killed task): keep its items, as maybe
-        # accepted where a re-send would duplicate them.
-        if self._in_flight is not None and self._follows_conversation:
-            self.mark_uncertain()
-        elif self._in_flight is not None:
-            self.rewind()
         batch = list(items)
         self._dedupe.sent(batch)
         self._calls.sent(batch)
-        if self._pending or self._uncertain:
-            covered = [*batch, *replacing] if replacing else batch
-            self._pending = self._dedupe.waiting(self._pending, covered)
-            self._uncertain = self._dedupe.waiting(self._uncertain, covered)
-        self._in_flight = batch
-        return batch
+        # A request that never reported back (e.g. a killed task): keep its items, as maybe
+        # accepted where a re-send would duplicate them.
+        return self._outbox.send(batch, replacing, in_doubt=self._follows_conversation)
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
         fresh = [item for item in items if not self.is_acknowledged(item)]
-        self._pending = [*self._pending, *self._dedupe.waiting(fresh, self._pending)]
+        self._outbox.hold(fresh)
 
     def acknowledge(
         self, response_id: str | None, output: Iterable[Any] = (), *, consumed: Iterable[Any] = ()
@@ -289,8 +278,7 @@ class ServerConversationTracker:
         ``call_model_input_filter`` replaced): offered again within this run (the same object,
         or for id-less input a copy with the same content), they are dropped.
         """
-        batch = self._in_flight or []
-        self._in_flight = None
+        batch = self._outbox.take()
         entry = JournalEntry(response_id, self._previous_response_id, batch)
         for item in batch:
             self._remember(item, entry)
@@ -309,13 +297,7 @@ class ServerConversationTracker:
         With ``batch`` (the list given to :meth:`mark_sent`), only when that request is still
         the one in flight: a request settled late changes nothing of a newer one.
         """
-        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
-            return
-        batch, self._in_flight = self._in_flight, None
-        self._requeue(batch)
-
-    def _requeue(self, batch: list[Any]) -> None:
-        self._pending = batch + self._dedupe.waiting(self._pending, batch)
+        self._outbox.rewind(batch)
 
     def mark_uncertain(self, batch: Sequence[Any] | None = None) -> None:
         """The in-flight request failed after the server may have accepted it.
@@ -324,10 +306,7 @@ class ServerConversationTracker:
         the items wait in :attr:`uncertain` until :meth:`settle_uncertain` is given evidence.
         ``batch`` is as for :meth:`rewind`.
         """
-        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
-            return
-        batch, self._in_flight = self._in_flight, None
-        self._uncertain = batch + self._uncertain
+        self._outbox.mark_uncertain(batch)
 
     def settle_uncertain(
         self,
@@ -343,7 +322,7 @@ class ServerConversationTracker:
         ``output`` is what the server answered to them (the gained items that are not the
         batch), kept as :attr:`undelivered` for the run that never heard it.
         """
-        batch, self._uncertain = self._uncertain, []
+        batch = self._outbox.settle()
         if accepted:
             for item in batch:
                 self._remember(item)
@@ -352,7 +331,7 @@ class ServerConversationTracker:
             if output:
                 self._undelivered = {"response_id": None, "output": list(output)}
         else:
-            self._requeue(batch)
+            self._outbox.requeue(batch)
 
     @property
     def undelivered(self) -> dict[str, Any] | None:
@@ -381,8 +360,7 @@ class ServerConversationTracker:
         already holds the window. What was acknowledged stays known: the window stands for it.
         The old cursor joins :attr:`superseded`.
         """
-        if self._in_flight is not None:
-            self.rewind()
+        self._outbox.rewind()
         if self._follows_conversation and not conversation_id:
             raise ValueError("restarting a conversation tracker needs the new conversation_id")
         # The calls the old chain left open are not in the new one (unless the window has them).
@@ -400,12 +378,11 @@ class ServerConversationTracker:
                 self._remember(item)
             return
         self._previous_response_id = None
-        self._pending = [*window, *self._pending]
+        self._outbox.prepend(window)
 
     def drop_pending(self) -> None:
         """Forget every pending and uncertain item (they will not be sent again)."""
-        self._pending = []
-        self._uncertain = []
+        self._outbox.drop()
 
     def end_run(self) -> None:
         """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
@@ -426,13 +403,13 @@ class ServerConversationTracker:
             return False
         for entry in undo:
             self._acks.forget(entry)
-            self._requeue(list(entry.sent))
+            self._outbox.requeue(list(entry.sent))
             for call_id, kind in entry.closed:
                 self._calls.reopen(call_id, kind)
             # Calls this response made are gone from the chain, and so are answers to them.
             opened = set(entry.opened)
             self._calls.forget(opened)
-            self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
+            self._outbox.drop_outputs(opened)
         self._previous_response_id = previous_response_id
         self._dedupe.forget_objects()
         return True
@@ -464,12 +441,6 @@ class ServerConversationTracker:
         cursor, it forks the chain) and as uncertain under conversation (the server may accept
         it, so it is reconciled before anything is re-sent).
         """
-        pending = list(self._pending)
-        uncertain = list(self._uncertain)
-        if self._in_flight is not None and self._follows_conversation:
-            uncertain = self._in_flight + uncertain
-        elif self._in_flight is not None:
-            pending = self._in_flight + pending
         return {
             "version": TRACKER_VERSION,
             "strategy": self.strategy,
@@ -478,8 +449,7 @@ class ServerConversationTracker:
             "max_digests": self._acks.max_digests,
             "prompt_cache_key": self.prompt_cache_key,
             **self._acks.to_dict(),
-            "pending": dump_items(pending),
-            "uncertain": dump_items(uncertain),
+            **self._outbox.to_dict(in_doubt=self._follows_conversation),
             "open_calls_policy": self.open_calls_policy,
             **self._calls.to_dict(),
             "undelivered": dump_undelivered(self._undelivered),
@@ -502,8 +472,7 @@ class ServerConversationTracker:
                 open_calls_policy=data.get("open_calls_policy", "interrupt"),
             )
             tracker._acks = Acknowledged.from_dict(data, tracker._acks.max_digests)
-            tracker._pending = load_items(data.get("pending", []))
-            tracker._uncertain = load_items(data.get("uncertain", []))
+            tracker._outbox = Outbox.from_dict(data, tracker._dedupe)
             tracker._journal = Journal.from_list(data.get("journal", []))
             tracker._calls = OpenCalls.from_dict(data)
             tracker._undelivered = load_undelivered(data.get("undelivered"))
@@ -517,5 +486,5 @@ class ServerConversationTracker:
             f"ServerConversationTracker(strategy={self.strategy!r}, "
             f"previous_response_id={self._previous_response_id!r}, "
             f"conversation_id={self._conversation_id!r}, acknowledged={len(self._acks)}, "
-            f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
+            f"pending={len(self._outbox.pending)}, uncertain={len(self._outbox.uncertain)})"
         )

@@ -59,6 +59,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_journal",
         "_acknowledged",
         "_dedupe",
+        "_outbox",
         "_run",
         "_request",
         "_filter_match",
