@@ -9,6 +9,7 @@ from typing import Any
 
 from ._items import Facts
 from ._items import keys as _keys
+from ._journal import JournalEntry
 from ._repairs import (
     INTERRUPTED_TOOL_OUTPUT,
     TEXT_OUTPUTS,
@@ -85,9 +86,31 @@ class OpenCalls:
         self._unsent.pop(call_id, None)
         return self._open.pop(call_id, None)
 
-    def reopen(self, call_id: str, kind: str) -> None:
-        """The output that answered ``call_id`` is gone from the chain (a rollback)."""
-        self._open[call_id] = kind
+    def acknowledged(self, read: Facts, answered: set[str], entry: JournalEntry | None) -> None:
+        """The server holds the item read as ``read`` (``answered``: the calls it has outputs for).
+
+        An output closes its call, a call the server holds no output for opens; what changed is
+        noted in the journal ``entry``.
+        """
+        call_id = read[0].output_call_id
+        if call_id is not None:
+            kind = self.answered(call_id)
+            if kind is not None and entry is not None:
+                entry.closed.append([call_id, kind])
+        call = read[2]
+        if (
+            call is not None
+            and call[0] not in answered
+            and self.opened(*call)  # held open whether or not an entry is kept
+            and entry is not None
+        ):
+            entry.opened.append(call[0])
+
+    def undo(self, entry: JournalEntry) -> None:
+        """Undo what ``entry`` noted: its answers are gone, and so are the calls it opened."""
+        for call_id, kind in entry.closed:
+            self._open[call_id] = kind
+        self.forget(entry.opened)
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """These calls are gone from the chain, and so is everything that answers them."""

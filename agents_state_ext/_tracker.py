@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any
 
 from ._acknowledged import Acknowledged
+from ._cursor import Cursor
 from ._dedupe import Dedupe
 from ._ids import uuid4_hex
 from ._items import Facts, facts
@@ -28,7 +28,6 @@ from .types import ServerStrategyName
 __all__ = ["ServerConversationTracker"]
 
 Strategy = ServerStrategyName
-SUPERSEDED_LENGTH = 8
 
 
 class ServerConversationTracker:
@@ -65,24 +64,13 @@ class ServerConversationTracker:
         prompt_cache_key: str | None = None,
         open_calls_policy: OpenCallsPolicy = "interrupt",
     ) -> None:
-        if strategy not in get_args(ServerStrategyName):
-            raise ValueError(f"a tracker follows a server strategy, not {strategy!r}")
-        # The one reading of the strategy: after it, the cursor held says which kind this is.
-        follows_conversation = strategy == "conversation"
-        if follows_conversation and not conversation_id:
-            raise ValueError("the conversation strategy needs a conversation_id")
-        if not follows_conversation and conversation_id:
-            raise ValueError("the previous_response strategy cannot hold a conversation_id")
+        self._cursor = Cursor(strategy, previous_response_id, conversation_id)
         if max_digests < 1:
             raise ValueError("max_digests must be positive")
         if open_calls_policy not in ("interrupt", "raise"):
             raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
         self.open_calls_policy: OpenCallsPolicy = open_calls_policy
         """What closes an open call whose output the run never produced (see OpenCallsPolicy)."""
-        # Two cursors, as the SDK's own tracker has: a conversation_id (always set when this
-        # follows a server conversation, never otherwise) or a previous_response_id chain.
-        self._previous_response_id = previous_response_id
-        self._conversation_id = conversation_id if follows_conversation else None
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
         self._acks = Acknowledged(max_digests)
@@ -91,30 +79,23 @@ class ServerConversationTracker:
         self._journal = Journal()
         self._calls = OpenCalls()
         self._undelivered: dict[str, Any] | None = None
-        # The cursors a restart (compaction, re-seed) replaced.
-        self._superseded: deque[str] = deque(maxlen=SUPERSEDED_LENGTH)
 
     # -- cursor -----------------------------------------------------------------------------
 
     @property
     def strategy(self) -> Strategy:
         """The server strategy this ledger serves, read from the cursor it holds."""
-        return "conversation" if self._conversation_id is not None else "previous_response"
-
-    @property
-    def _follows_conversation(self) -> bool:
-        """Whether the cursor is a server conversation (else a previous_response_id chain)."""
-        return self._conversation_id is not None
+        return self._cursor.strategy
 
     @property
     def previous_response_id(self) -> str | None:
         """The id of the most recent acknowledged response that had an id."""
-        return self._previous_response_id
+        return self._cursor.previous_response_id
 
     @property
     def conversation_id(self) -> str | None:
         """The Conversations API conversation this tracker follows, if any."""
-        return self._conversation_id
+        return self._cursor.conversation_id
 
     @property
     def last_item_id(self) -> str | None:
@@ -128,11 +109,11 @@ class ServerConversationTracker:
         Response ids of an earlier chain, or ids of an earlier server conversation: a RunState
         made on one of them belongs to this conversation and resumes on the current cursor.
         """
-        return list(self._superseded)
+        return self._cursor.superseded
 
     def supersedes(self, cursor: str) -> bool:
         """Whether ``cursor`` (a response or conversation id) is one a restart replaced."""
-        return cursor in self._superseded
+        return self._cursor.supersedes(cursor)
 
     def missing_from(self, items: Iterable[Any]) -> list[str]:
         """Server ids of the current chain's acknowledged items that ``items`` do not carry.
@@ -262,7 +243,7 @@ class ServerConversationTracker:
         self._calls.sent(batch)
         # A request that never reported back (e.g. a killed task): keep its items, as maybe
         # accepted where a re-send would duplicate them.
-        return self._outbox.send(batch, replacing, in_doubt=self._follows_conversation)
+        return self._outbox.send(batch, replacing, in_doubt=self._cursor.follows_conversation)
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
@@ -279,16 +260,16 @@ class ServerConversationTracker:
         or for id-less input a copy with the same content), they are dropped.
         """
         batch = self._outbox.take()
-        entry = JournalEntry(response_id, self._previous_response_id, batch)
+        entry = JournalEntry(response_id, self._cursor.previous_response_id, batch)
         for item in batch:
             self._remember(item, entry)
         for item in output:
             self._remember(item, entry)
-        if self._follows_conversation:
+        if self._cursor.follows_conversation:
             self._undelivered = {"response_id": response_id, "output": list(output)}
         self._dedupe.consume(consumed)
-        if response_id is not None and not self._follows_conversation:
-            self._previous_response_id = response_id
+        if response_id is not None and not self._cursor.follows_conversation:
+            self._cursor.previous_response_id = response_id
             self._journal.append(entry)
 
     def rewind(self, batch: Sequence[Any] | None = None) -> None:
@@ -361,24 +342,17 @@ class ServerConversationTracker:
         The old cursor joins :attr:`superseded`.
         """
         self._outbox.rewind()
-        if self._follows_conversation and not conversation_id:
-            raise ValueError("restarting a conversation tracker needs the new conversation_id")
+        self._cursor.restart(conversation_id)
         # The calls the old chain left open are not in the new one (unless the window has them).
         self._calls.clear()
-        # A RunState of the old chain still belongs here; rolling back into that chain does not.
-        old = self._conversation_id or self._previous_response_id
-        if old is not None and old != conversation_id:
-            self._superseded.append(old)
         self._journal.clear()
         self._acks.new_chain()
-        if self._follows_conversation:
-            self._conversation_id = conversation_id
+        if self._cursor.follows_conversation:
             self._acks.last_item_id = None
             for item in window:
                 self._remember(item)
-            return
-        self._previous_response_id = None
-        self._outbox.prepend(window)
+        else:
+            self._outbox.prepend(window)
 
     def drop_pending(self) -> None:
         """Forget every pending and uncertain item (they will not be sent again)."""
@@ -396,21 +370,18 @@ class ServerConversationTracker:
         the resumed run forks the chain from where the RunState stands. Returns False (and
         changes nothing) when the journal does not reach that far.
         """
-        if self._previous_response_id == previous_response_id:
+        if self._cursor.previous_response_id == previous_response_id:
             return True
-        undo = self._journal.take_back(self._previous_response_id, previous_response_id)
+        undo = self._journal.take_back(self._cursor.previous_response_id, previous_response_id)
         if undo is None:
             return False
         for entry in undo:
             self._acks.forget(entry)
             self._outbox.requeue(list(entry.sent))
-            for call_id, kind in entry.closed:
-                self._calls.reopen(call_id, kind)
             # Calls this response made are gone from the chain, and so are answers to them.
-            opened = set(entry.opened)
-            self._calls.forget(opened)
-            self._outbox.drop_outputs(opened)
-        self._previous_response_id = previous_response_id
+            self._calls.undo(entry)
+            self._outbox.drop_outputs(set(entry.opened))
+        self._cursor.previous_response_id = previous_response_id
         self._dedupe.forget_objects()
         return True
 
@@ -418,19 +389,7 @@ class ServerConversationTracker:
         self._dedupe.seen(item)
         read = facts(item)
         self._acks.remember(item, read, entry)
-        call_id = read[0].output_call_id
-        if call_id is not None:
-            kind = self._calls.answered(call_id)
-            if kind is not None and entry is not None:
-                entry.closed.append([call_id, kind])
-        call = read[2]
-        if (
-            call is not None
-            and call[0] not in self._acks.call_ids
-            and self._calls.opened(*call)  # held open whether or not an entry is kept
-            and entry is not None
-        ):
-            entry.opened.append(call[0])
+        self._calls.acknowledged(read, self._acks.call_ids, entry)
 
     # -- serialization -----------------------------------------------------------------------
 
@@ -443,17 +402,15 @@ class ServerConversationTracker:
         """
         return {
             "version": TRACKER_VERSION,
-            "strategy": self.strategy,
-            "previous_response_id": self._previous_response_id,
-            "conversation_id": self._conversation_id,
+            **self._cursor.to_dict(),
             "max_digests": self._acks.max_digests,
             "prompt_cache_key": self.prompt_cache_key,
             **self._acks.to_dict(),
-            **self._outbox.to_dict(in_doubt=self._follows_conversation),
+            **self._outbox.to_dict(in_doubt=self._cursor.follows_conversation),
             "open_calls_policy": self.open_calls_policy,
             **self._calls.to_dict(),
             "undelivered": dump_undelivered(self._undelivered),
-            "superseded": list(self._superseded),
+            "superseded": self._cursor.superseded,
             "retired_ids": self._acks.retired(),
             "journal": self._journal.to_list(),
         }
@@ -476,7 +433,7 @@ class ServerConversationTracker:
             tracker._journal = Journal.from_list(data.get("journal", []))
             tracker._calls = OpenCalls.from_dict(data)
             tracker._undelivered = load_undelivered(data.get("undelivered"))
-            tracker._superseded.extend(str(c) for c in data.get("superseded", []))
+            tracker._cursor = Cursor.from_dict(data)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
@@ -484,7 +441,7 @@ class ServerConversationTracker:
     def __repr__(self) -> str:
         return (
             f"ServerConversationTracker(strategy={self.strategy!r}, "
-            f"previous_response_id={self._previous_response_id!r}, "
-            f"conversation_id={self._conversation_id!r}, acknowledged={len(self._acks)}, "
+            f"previous_response_id={self.previous_response_id!r}, "
+            f"conversation_id={self.conversation_id!r}, acknowledged={len(self._acks)}, "
             f"pending={len(self._outbox.pending)}, uncertain={len(self._outbox.uncertain)})"
         )

@@ -60,6 +60,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_acknowledged",
         "_dedupe",
         "_outbox",
+        "_cursor",
         "_run",
         "_request",
         "_filter_match",
