@@ -6,7 +6,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from ._items import Facts, ItemKeys
+from ._items import Facts, ItemKeys, facts
 from ._items import digest as _digest
 from ._journal import JournalEntry
 
@@ -22,6 +22,8 @@ class Acknowledged:
     __slots__ = ("_call_ids", "_chain_ids", "_digests", "_item_ids", "last_item_id", "max_digests")
 
     def __init__(self, max_digests: int) -> None:
+        if max_digests < 1:
+            raise ValueError("max_digests must be positive")
         self.max_digests = max_digests
         self._item_ids: set[str] = set()
         self._call_ids: set[str] = set()
@@ -59,8 +61,9 @@ class Acknowledged:
         """A restart: what was acknowledged stays known, but the new chain holds none of it."""
         self._chain_ids.clear()
 
-    def remember(self, item: Any, read: Facts, entry: JournalEntry | None) -> None:
-        """The server holds ``item`` (read as ``read``); what is new is noted in ``entry``."""
+    def remember(self, item: Any, entry: JournalEntry | None) -> Facts:
+        """The server holds ``item``; what is new is noted in ``entry``. Returns its facts."""
+        read = facts(item)
         (item_id, call_id, digestible), item_type, _ = read
         if item_id is not None:
             if entry is not None and item_id not in self._item_ids:
@@ -82,6 +85,7 @@ class Acknowledged:
             self._digests.move_to_end(digest)
             while len(self._digests) > self.max_digests:
                 self._digests.popitem(last=False)
+        return read
 
     def forget(self, entry: JournalEntry) -> None:
         """Undo what ``entry`` noted: the server no longer holds it for this chain."""

@@ -74,6 +74,24 @@ class Dedupe:
             unsent.append(index)
         return read, unsent
 
+    def to_send(
+        self, incoming: list[Any], pending: list[Any], acks: Acknowledged
+    ) -> tuple[list[Any], list[Facts]]:
+        """What a request for ``incoming`` carries: ``pending`` first, then what the server lacks.
+
+        With :func:`facts` of each item of it (the pending ones read afresh).
+        """
+        read, unsent = self.lacking(incoming, acks)
+        result: list[Any] = []
+        result_facts: list[Facts] = []
+        if pending:
+            result = self.waiting(pending, incoming, [f[0] for f in read])
+            result_facts = [facts(item) for item in result]
+        for index in unsent:
+            result.append(incoming[index])
+            result_facts.append(read[index])
+        return result, result_facts
+
     def waiting(
         self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
     ) -> list[Any]:

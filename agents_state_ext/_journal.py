@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._tracker_codec import dump_items, load_items, strings
+from ._tracker_codec import dump_items, dump_undelivered, load_items, load_undelivered, strings
 
 JOURNAL_LENGTH = 8
 
@@ -61,16 +61,22 @@ class JournalEntry:
 
 
 class Journal:
-    """The newest acknowledged responses of a previous_response chain (8 kept), oldest first.
+    """The newest responses, for a resume whose run never processed them.
 
-    So a resume can step back over a response the SDK never processed (e.g. a stream
-    cancelled right after response.completed).
+    Under previous_response, the newest acknowledged responses of the chain (8 kept, oldest
+    first), so a resume can step back over a response the SDK never processed (e.g. a stream
+    cancelled right after response.completed). Under conversation, the newest response no run
+    has processed yet (``undelivered``: ``{"response_id": ..., "output": [items]}``), for the
+    resume to get instead of asking the model again.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "undelivered")
 
-    def __init__(self, entries: Iterable[JournalEntry] = ()) -> None:
+    def __init__(
+        self, entries: Iterable[JournalEntry] = (), undelivered: dict[str, Any] | None = None
+    ) -> None:
         self._entries: deque[JournalEntry] = deque(entries, maxlen=JOURNAL_LENGTH)
+        self.undelivered = undelivered
 
     def __iter__(self) -> Iterator[JournalEntry]:
         return iter(self._entries)
@@ -104,7 +110,12 @@ class Journal:
         """The entries, JSON-ready, oldest first."""
         return [entry.to_dict() for entry in self._entries]
 
+    def dump_undelivered(self) -> dict[str, Any] | None:
+        """The undelivered response, JSON-ready."""
+        return dump_undelivered(self.undelivered)
+
     @classmethod
-    def from_list(cls, data: Iterable[Any]) -> Journal:
-        """Read back :meth:`to_list`; bad data raises ``TypeError`` (or the like)."""
-        return cls(JournalEntry.from_dict(e) for e in data)
+    def from_dict(cls, data: Mapping[str, Any]) -> Journal:
+        """Read back ``journal`` (:meth:`to_list`) and ``undelivered``; bad data raises."""
+        entries = [JournalEntry.from_dict(e) for e in data.get("journal", [])]
+        return cls(entries, load_undelivered(data.get("undelivered")))

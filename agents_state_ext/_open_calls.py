@@ -24,6 +24,13 @@ from .errors import OpenToolCallsError
 REPAIR_HISTORY = 100
 
 
+def checked_policy(policy: OpenCallsPolicy) -> OpenCallsPolicy:
+    """``policy`` if it is one (see :data:`~agents_state_ext._repairs.OpenCallsPolicy`)."""
+    if policy not in ("interrupt", "raise"):
+        raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
+    return policy
+
+
 class OpenCalls:
     """Tool calls the server holds without an output (call id -> call type), oldest first.
 

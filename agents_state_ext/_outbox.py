@@ -7,6 +7,7 @@ from typing import Any
 
 from ._dedupe import Dedupe
 from ._items import keys as _keys
+from ._journal import JournalEntry
 from ._tracker_codec import dump_items, load_items
 
 
@@ -80,9 +81,12 @@ class Outbox:
         """A new chain starts from ``window``: it goes in front of pending."""
         self.pending = [*window, *self.pending]
 
-    def drop_outputs(self, call_ids: Container[str | None]) -> None:
-        """The calls ``call_ids`` are gone from the chain: so are pending outputs for them."""
-        self.pending = [i for i in self.pending if _keys(i).output_call_id not in call_ids]
+    def undo(self, entry: JournalEntry) -> None:
+        """Undo the response of ``entry``: its input is pending again, outputs to its calls not."""
+        self.requeue(list(entry.sent))
+        # The calls it made are gone from the chain, and so are answers to them.
+        opened: Container[str | None] = set(entry.opened)
+        self.pending = [i for i in self.pending if _keys(i).output_call_id not in opened]
 
     def drop(self) -> None:
         """Forget the pending and uncertain items (they will not be sent again)."""

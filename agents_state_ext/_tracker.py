@@ -9,19 +9,12 @@ from ._acknowledged import Acknowledged
 from ._cursor import Cursor
 from ._dedupe import Dedupe
 from ._ids import uuid4_hex
-from ._items import Facts, facts
 from ._items import keys as _keys
 from ._journal import Journal, JournalEntry
-from ._open_calls import OpenCalls
+from ._open_calls import OpenCalls, checked_policy
 from ._outbox import Outbox
 from ._repairs import OpenCallsPolicy, ToolCallRepair
-from ._tracker_codec import (
-    TRACKER_VERSION,
-    check_version,
-    dump_items,
-    dump_undelivered,
-    load_undelivered,
-)
+from ._tracker_codec import TRACKER_VERSION, check_version, dump_items
 from .errors import StateBlobError
 from .types import ServerStrategyName
 
@@ -65,22 +58,15 @@ class ServerConversationTracker:
         open_calls_policy: OpenCallsPolicy = "interrupt",
     ) -> None:
         self._cursor = Cursor(strategy, previous_response_id, conversation_id)
-        if max_digests < 1:
-            raise ValueError("max_digests must be positive")
-        if open_calls_policy not in ("interrupt", "raise"):
-            raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
-        self.open_calls_policy: OpenCallsPolicy = open_calls_policy
+        self._acks = Acknowledged(max_digests)
+        self.open_calls_policy: OpenCallsPolicy = checked_policy(open_calls_policy)
         """What closes an open call whose output the run never produced (see OpenCallsPolicy)."""
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
-        self._acks = Acknowledged(max_digests)
         self._dedupe = Dedupe()
         self._outbox = Outbox(self._dedupe)
         self._journal = Journal()
         self._calls = OpenCalls()
-        self._undelivered: dict[str, Any] | None = None
-
-    # -- cursor -----------------------------------------------------------------------------
 
     @property
     def strategy(self) -> Strategy:
@@ -122,8 +108,7 @@ class ServerConversationTracker:
         app sent without an id, whose server id the client never learns: only what can be
         checked is. Sorted.
         """
-        carried = {_keys(item).item_id for item in items}
-        return self._acks.missing_from(carried)
+        return self._acks.missing_from({_keys(item).item_id for item in items})
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -179,8 +164,6 @@ class ServerConversationTracker:
         """Whether the server acknowledged a tool output for this call id."""
         return call_id in self._acks.call_ids
 
-    # -- dedupe -----------------------------------------------------------------------------
-
     def is_acknowledged(self, item: Any) -> bool:
         """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
         return self._dedupe.acknowledged(item, _keys(item), self._acks)
@@ -193,18 +176,8 @@ class ServerConversationTracker:
         output call id (a resumed run rebuilds its objects). Returns a new list holding the
         caller's own item objects; nothing is copied.
         """
-        incoming = list(items)
-        read, unsent = self._dedupe.lacking(incoming, self._acks)
-        result: list[Any] = []
-        result_facts: list[Facts] = []
-        if self._outbox.pending:
-            result = self._dedupe.waiting(self._outbox.pending, incoming, [f[0] for f in read])
-            # What OpenCalls.close reads of each item of the result (the pending ones read afresh).
-            result_facts = [facts(item) for item in result]
-        for index in unsent:
-            result.append(incoming[index])
-            result_facts.append(read[index])
-        return self._calls.close(result, result_facts, self._acks.call_ids, self.open_calls_policy)
+        result, read = self._dedupe.to_send(list(items), self._outbox.pending, self._acks)
+        return self._calls.close(result, read, self._acks.call_ids, self.open_calls_policy)
 
     def left_out(self, offered: Sequence[Any], items: Iterable[Any]) -> None:
         """A ``call_model_input_filter`` left ``items`` of ``offered`` out of the next request.
@@ -229,8 +202,6 @@ class ServerConversationTracker:
         """
         self._dedupe.expect(items)
 
-    # -- request lifecycle -------------------------------------------------------------------
-
     def mark_sent(self, items: Sequence[Any], *, replacing: Sequence[Any] = ()) -> list[Any]:
         """Record ``items`` as exactly the list of the request about to be sent.
 
@@ -241,14 +212,11 @@ class ServerConversationTracker:
         batch = list(items)
         self._dedupe.sent(batch)
         self._calls.sent(batch)
-        # A request that never reported back (e.g. a killed task): keep its items, as maybe
-        # accepted where a re-send would duplicate them.
         return self._outbox.send(batch, replacing, in_doubt=self._cursor.follows_conversation)
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
-        fresh = [item for item in items if not self.is_acknowledged(item)]
-        self._outbox.hold(fresh)
+        self._outbox.hold([item for item in items if not self.is_acknowledged(item)])
 
     def acknowledge(
         self, response_id: str | None, output: Iterable[Any] = (), *, consumed: Iterable[Any] = ()
@@ -261,14 +229,12 @@ class ServerConversationTracker:
         """
         batch = self._outbox.take()
         entry = JournalEntry(response_id, self._cursor.previous_response_id, batch)
-        for item in batch:
+        for item in (*batch, *output):
             self._remember(item, entry)
-        for item in output:
-            self._remember(item, entry)
-        if self._cursor.follows_conversation:
-            self._undelivered = {"response_id": response_id, "output": list(output)}
         self._dedupe.consume(consumed)
-        if response_id is not None and not self._cursor.follows_conversation:
+        if self._cursor.follows_conversation:
+            self._journal.undelivered = {"response_id": response_id, "output": list(output)}
+        elif response_id is not None:
             self._cursor.previous_response_id = response_id
             self._journal.append(entry)
 
@@ -305,12 +271,10 @@ class ServerConversationTracker:
         """
         batch = self._outbox.settle()
         if accepted:
-            for item in batch:
-                self._remember(item)
-            for item in server_items:
+            for item in (*batch, *server_items):
                 self._remember(item)
             if output:
-                self._undelivered = {"response_id": None, "output": list(output)}
+                self._journal.undelivered = {"response_id": None, "output": list(output)}
         else:
             self._outbox.requeue(batch)
 
@@ -322,18 +286,13 @@ class ServerConversationTracker:
         acknowledged (or found by reconciliation) whose run ended before it processed it. A
         resume of that run gets it instead of asking the model again.
         """
-        return self._undelivered
+        return self._journal.undelivered
 
     def clear_undelivered(self) -> None:
         """The newest response reached a run (or a new turn goes on after it)."""
-        self._undelivered = None
+        self._journal.undelivered = None
 
-    def restart(
-        self,
-        window: Sequence[Any],
-        *,
-        conversation_id: str | None = None,
-    ) -> None:
+    def restart(self, window: Sequence[Any], *, conversation_id: str | None = None) -> None:
         """Continue from a compacted ``window`` instead of the old server chain.
 
         Under previous_response the next request starts a new chain (no previous id) carrying
@@ -377,21 +336,16 @@ class ServerConversationTracker:
             return False
         for entry in undo:
             self._acks.forget(entry)
-            self._outbox.requeue(list(entry.sent))
-            # Calls this response made are gone from the chain, and so are answers to them.
+            self._outbox.undo(entry)
             self._calls.undo(entry)
-            self._outbox.drop_outputs(set(entry.opened))
         self._cursor.previous_response_id = previous_response_id
         self._dedupe.forget_objects()
         return True
 
     def _remember(self, item: Any, entry: JournalEntry | None = None) -> None:
         self._dedupe.seen(item)
-        read = facts(item)
-        self._acks.remember(item, read, entry)
+        read = self._acks.remember(item, entry)
         self._calls.acknowledged(read, self._acks.call_ids, entry)
-
-    # -- serialization -----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready, versioned snapshot.
@@ -409,7 +363,7 @@ class ServerConversationTracker:
             **self._outbox.to_dict(in_doubt=self._cursor.follows_conversation),
             "open_calls_policy": self.open_calls_policy,
             **self._calls.to_dict(),
-            "undelivered": dump_undelivered(self._undelivered),
+            "undelivered": self._journal.dump_undelivered(),
             "superseded": self._cursor.superseded,
             "retired_ids": self._acks.retired(),
             "journal": self._journal.to_list(),
@@ -420,20 +374,17 @@ class ServerConversationTracker:
         """Rebuild a tracker from :meth:`to_dict`; bad or newer data raises ``StateBlobError``."""
         check_version(data)
         try:
+            cursor = Cursor.from_dict(data)
             tracker = cls(
-                strategy=data["strategy"],
-                previous_response_id=data.get("previous_response_id"),
-                conversation_id=data.get("conversation_id"),
                 max_digests=int(data.get("max_digests", 4096)),
                 prompt_cache_key=data.get("prompt_cache_key"),
                 open_calls_policy=data.get("open_calls_policy", "interrupt"),
             )
             tracker._acks = Acknowledged.from_dict(data, tracker._acks.max_digests)
             tracker._outbox = Outbox.from_dict(data, tracker._dedupe)
-            tracker._journal = Journal.from_list(data.get("journal", []))
+            tracker._journal = Journal.from_dict(data)
             tracker._calls = OpenCalls.from_dict(data)
-            tracker._undelivered = load_undelivered(data.get("undelivered"))
-            tracker._cursor = Cursor.from_dict(data)
+            tracker._cursor = cursor
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
