@@ -2,44 +2,25 @@
 
 from __future__ import annotations
 
-import copy
-import warnings
-from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any
 
+from ._acknowledged import Acknowledged
+from ._cursor import Cursor
+from ._dedupe import Dedupe
 from ._ids import uuid4_hex
-from ._items import Facts, ItemKeys, facts, item_to_dict
-from ._items import digest as _digest
 from ._items import keys as _keys
-from ._items import stable_key as _stable_key
-from ._repairs import (
-    INTERRUPTED_TOOL_OUTPUT,
-    TEXT_OUTPUTS,
-    InterruptedToolCallWarning,
-    OpenCallsPolicy,
-    ToolCallRepair,
-    closure,
-)
-from .errors import OpenToolCallsError, StateBlobError
+from ._journal import Journal, JournalEntry
+from ._open_calls import OpenCalls, checked_policy
+from ._outbox import Outbox
+from ._repairs import OpenCallsPolicy, ToolCallRepair
+from ._tracker_codec import TRACKER_VERSION, check_version, dump_items
+from .errors import StateBlobError
 from .types import ServerStrategyName
 
 __all__ = ["ServerConversationTracker"]
 
-TRACKER_VERSION = 3
-# Changelog of the serialized form (to_dict):
-#   1: first version.
-#   2: open calls, unsent tool outputs, repairs, the open-calls policy and the undelivered
-#      response; journal entries name the calls each response opened and closed. Version 1
-#      data reads as having none.
-#   3: the cursors a compaction or re-seed replaced (superseded), and the acknowledged ids the
-#      current chain does not count (retired_ids: from before the newest restart, and
-#      reasoning). Older data reads as superseding nothing and counting no id.
-
 Strategy = ServerStrategyName
-JOURNAL_LENGTH = 8
-SUPERSEDED_LENGTH = 8
-REPAIR_HISTORY = 100
 
 
 class ServerConversationTracker:
@@ -76,85 +57,36 @@ class ServerConversationTracker:
         prompt_cache_key: str | None = None,
         open_calls_policy: OpenCallsPolicy = "interrupt",
     ) -> None:
-        if strategy not in get_args(ServerStrategyName):
-            raise ValueError(f"a tracker follows a server strategy, not {strategy!r}")
-        # The one reading of the strategy: after it, the cursor held says which kind this is.
-        follows_conversation = strategy == "conversation"
-        if follows_conversation and not conversation_id:
-            raise ValueError("the conversation strategy needs a conversation_id")
-        if not follows_conversation and conversation_id:
-            raise ValueError("the previous_response strategy cannot hold a conversation_id")
-        if max_digests < 1:
-            raise ValueError("max_digests must be positive")
-        if open_calls_policy not in ("interrupt", "raise"):
-            raise ValueError("open_calls_policy must be 'interrupt' or 'raise'")
-        self.open_calls_policy: OpenCallsPolicy = open_calls_policy
+        self._cursor = Cursor(strategy, previous_response_id, conversation_id)
+        self._acks = Acknowledged(max_digests)
+        self.open_calls_policy: OpenCallsPolicy = checked_policy(open_calls_policy)
         """What closes an open call whose output the run never produced (see OpenCallsPolicy)."""
-        # Two cursors, as the SDK's own tracker has: a conversation_id (always set when this
-        # follows a server conversation, never otherwise) or a previous_response_id chain.
-        self._previous_response_id = previous_response_id
-        self._conversation_id = conversation_id if follows_conversation else None
-        self._max_digests = max_digests
         self.prompt_cache_key = prompt_cache_key or f"agents-state-ext:{uuid4_hex()}"
         """One stable prompt cache key for every request of this conversation."""
-        self._item_ids: set[str] = set()
-        self._call_ids: set[str] = set()
-        self._digests: OrderedDict[str, None] = OrderedDict()
-        self._pending: list[Any] = []
-        self._in_flight: list[Any] | None = None
-        self._uncertain: list[Any] = []
-        self._last_item_id: str | None = None
-        self._acked_objects: dict[int, Any] = {}
-        # Digests of id-less input a call_model_input_filter replaced in this run: the SDK offers
-        # copies of the run's initial input again on later turns when a filter rewrote it.
-        self._consumed: set[str] = set()
-        # Digests of id-less input a call_model_input_filter left out of a request of this run:
-        # offered again before an item that request carried, it was still never sent.
-        self._left_out: set[str] = set()
-        # Digests of the id-less input a resumed RunState sends itself (its pending input) in
-        # this run: a held copy of one is that same occurrence (see expect_copies).
-        self._expected: Counter[str] = Counter()
-        # The newest acknowledgements, so a resume can step back over a response the SDK
-        # never processed (e.g. a stream cancelled right after response.completed).
-        self._journal: deque[dict[str, Any]] = deque(maxlen=JOURNAL_LENGTH)
-        # Tool calls the server holds without an output (call id -> call type), the outputs the
-        # run produced for them but never sent, and the closures handed out but not yet sent.
-        self._open: dict[str, str] = {}
-        self._unsent: dict[str, Any] = {}
-        self._closing: dict[str, Any] = {}
-        self._repairs: deque[ToolCallRepair] = deque(maxlen=REPAIR_HISTORY)
-        self._undelivered: dict[str, Any] | None = None
-        # The cursors a restart (compaction, re-seed) replaced, and the ids of the items the
-        # current chain or conversation holds (reasoning aside).
-        self._superseded: deque[str] = deque(maxlen=SUPERSEDED_LENGTH)
-        self._chain_ids: set[str] = set()
-
-    # -- cursor -----------------------------------------------------------------------------
+        self._dedupe = Dedupe()
+        self._outbox = Outbox(self._dedupe)
+        self._journal = Journal()
+        self._calls = OpenCalls()
 
     @property
     def strategy(self) -> Strategy:
         """The server strategy this ledger serves, read from the cursor it holds."""
-        return "conversation" if self._conversation_id is not None else "previous_response"
-
-    @property
-    def _follows_conversation(self) -> bool:
-        """Whether the cursor is a server conversation (else a previous_response_id chain)."""
-        return self._conversation_id is not None
+        return self._cursor.strategy
 
     @property
     def previous_response_id(self) -> str | None:
         """The id of the most recent acknowledged response that had an id."""
-        return self._previous_response_id
+        return self._cursor.previous_response_id
 
     @property
     def conversation_id(self) -> str | None:
         """The Conversations API conversation this tracker follows, if any."""
-        return self._conversation_id
+        return self._cursor.conversation_id
 
     @property
     def last_item_id(self) -> str | None:
         """The id of the newest item known to be in the server conversation (reconciliation)."""
-        return self._last_item_id
+        return self._acks.last_item_id
 
     @property
     def superseded(self) -> list[str]:
@@ -163,11 +95,11 @@ class ServerConversationTracker:
         Response ids of an earlier chain, or ids of an earlier server conversation: a RunState
         made on one of them belongs to this conversation and resumes on the current cursor.
         """
-        return list(self._superseded)
+        return self._cursor.superseded
 
     def supersedes(self, cursor: str) -> bool:
         """Whether ``cursor`` (a response or conversation id) is one a restart replaced."""
-        return cursor in self._superseded
+        return self._cursor.supersedes(cursor)
 
     def missing_from(self, items: Iterable[Any]) -> list[str]:
         """Server ids of the current chain's acknowledged items that ``items`` do not carry.
@@ -176,91 +108,65 @@ class ServerConversationTracker:
         app sent without an id, whose server id the client never learns: only what can be
         checked is. Sorted.
         """
-        carried = {_keys(item).item_id for item in items}
-        return sorted(self._chain_ids - carried)
+        return self._acks.missing_from({_keys(item).item_id for item in items})
 
     @property
     def pending(self) -> list[dict[str, Any]]:
         """Items sent but never acknowledged, in the order they will be re-sent (copies)."""
-        return [copy.deepcopy(item_to_dict(i)) for i in self._pending]
+        return dump_items(self._outbox.pending)
 
     @property
     def uncertain(self) -> list[dict[str, Any]]:
         """Items of a failed request the server may have accepted; reconciled before a resend."""
-        if not self._uncertain:
+        if not self._outbox.uncertain:
             return []  # asked before every request
-        return [copy.deepcopy(item_to_dict(i)) for i in self._uncertain]
+        return dump_items(self._outbox.uncertain)
 
     @property
     def in_flight(self) -> bool:
         """Whether a request has been marked sent and is neither acknowledged nor rewound."""
-        return self._in_flight is not None
+        return self._outbox.in_flight is not None
 
     @property
     def open_calls(self) -> list[str]:
         """Call ids of tool calls the server holds without an output, oldest first."""
-        return list(self._open)
+        return self._calls.ids
 
     @property
     def unsent_outputs(self) -> list[dict[str, Any]]:
         """Tool outputs for open calls that the run produced but never sent (copies)."""
-        return [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()]
+        return self._calls.unsent_outputs
 
     @property
     def repairs(self) -> list[ToolCallRepair]:
         """The newest open calls closed before a request (100 kept), oldest first."""
-        return list(self._repairs)
+        return self._calls.repairs
 
     def record_output(self, item: Any) -> bool:
         """Keep a tool output the run produced for an open call, to close it with if unsent.
 
         Returns whether it was kept (False: no such open call, or its output was sent).
         """
-        call_id = _keys(item).output_call_id
-        if call_id is None or call_id not in self._open:
-            return False
-        self._unsent[call_id] = item
-        self._closing.pop(call_id, None)
-        return True
+        return self._calls.record_output(item)
 
     def supply_outputs(self, outputs: Mapping[str, str]) -> None:
         """Give open calls their outputs (call id -> output text); sent with the next request.
 
         An unknown or already answered call id raises ``KeyError`` and nothing is kept.
         """
-        unknown = [call_id for call_id in outputs if call_id not in self._open]
-        if unknown:
-            raise KeyError(f"no open tool call with id {unknown[0]!r} (open: {self.open_calls})")
-        for call_id, text in outputs.items():
-            self.record_output(closure(call_id, self._open[call_id], str(text)))
+        self._calls.supply(outputs)
 
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
-        return item_id in self._item_ids
+        return self._acks.has_item_id(item_id)
 
     def has_call_output(self, call_id: str) -> bool:
         """Whether the server acknowledged a tool output for this call id."""
-        return call_id in self._call_ids
-
-    # -- dedupe -----------------------------------------------------------------------------
+        return call_id in self._acks.call_ids
 
     def is_acknowledged(self, item: Any) -> bool:
         """Whether the server already holds ``item`` by id, tool call id, digest or identity."""
-        return self._acknowledged(item, _keys(item))
-
-    def _acknowledged(self, item: Any, keys: ItemKeys) -> bool:
-        if self._acked_objects.get(id(item)) is item:
-            return True
-        item_id, call_id, digestible = keys
-        if item_id is not None and item_id in self._item_ids:
-            return True
-        if call_id is not None and call_id in self._call_ids:
-            return True
-        if item_id is None and digestible:
-            return _digest(item) in self._digests
-        if item_id is None and call_id is None and self._consumed:
-            return _digest(item) in self._consumed
-        return False
+        return self._dedupe.acknowledged(item, _keys(item), self._acks)
 
     def reduce(self, items: Sequence[Any]) -> list[Any]:
         """The list to send for ``items``: pending items first, then what the server lacks.
@@ -270,154 +176,8 @@ class ServerConversationTracker:
         output call id (a resumed run rebuilds its objects). Returns a new list holding the
         caller's own item objects; nothing is copied.
         """
-        incoming = list(items)
-        read, unsent = self._lacking(incoming)
-        result: list[Any] = []
-        result_facts: list[Facts] = []
-        if self._pending:
-            result = self._waiting(self._pending, incoming, [f[0] for f in read])
-            # What _close_calls reads of each item of the result (the pending ones read afresh).
-            result_facts = [facts(item) for item in result]
-        for index in unsent:
-            result.append(incoming[index])
-            result_facts.append(read[index])
-        return self._close_calls(result, result_facts)
-
-    def _lacking(self, incoming: list[Any]) -> tuple[list[Facts], list[int]]:
-        """:func:`facts` of each item, and the indexes of those the server lacks."""
-        # Read once, in one pass: this runs before every request.
-        read: list[Facts] = []
-        acked: list[bool] = []
-        last_acked = -1
-        for index, item in enumerate(incoming):
-            found = facts(item)
-            read.append(found)
-            flag = self._acknowledged(item, found[0])
-            acked.append(flag)
-            if flag:
-                last_acked = index
-        unsent: list[int] = []
-        for index, item in enumerate(incoming):
-            if acked[index]:
-                continue
-            found = read[index]
-            if (
-                index < last_acked
-                and found[0].item_id is None
-                and found[0].output_call_id is None
-                and not (self._left_out and _digest(item) in self._left_out)
-            ):
-                # Sent before an item the server acknowledged existed: it is in the chain.
-                continue
-            unsent.append(index)
-        return read, unsent
-
-    def _close_calls(self, batch: list[Any], read: list[Facts]) -> list[Any]:
-        """``batch`` with every call it leaves without an output answered exactly once.
-
-        Calls the server holds open are answered in front (their output belongs right after
-        them in the chain); a call carried by ``batch`` itself (a re-seeded window) right after
-        that call. The answer is the run's real output when it produced one, else a synthesized
-        one (or :class:`~agents_state_ext.OpenToolCallsError` under the ``raise`` policy).
-        ``read`` is :func:`~agents_state_ext._items.facts` of each item of ``batch``.
-        """
-        calls: list[tuple[int, tuple[str, str]]] = []
-        carried: set[str] = set()
-        for index, (found, _, call) in enumerate(read):
-            if call:
-                calls.append((index, call))
-            if found.output_call_id is not None:
-                carried.add(found.output_call_id)
-        if not self._open and not calls:
-            return batch  # the common request: nothing open, no call in it
-        # Plain loops: comprehensions are frames of their own, and this runs per request.
-        front: list[tuple[str, str]] = []
-        for c, kind in self._open.items():
-            if c not in carried:
-                front.append((c, kind))
-        inline: dict[int, tuple[str, str]] = {}
-        for index, call in calls:
-            if call[0] not in carried and call[0] not in self._call_ids:
-                inline[index] = call
-        if not front and not inline:
-            return batch
-        wanted = [*front, *inline.values()]
-        lacking = [c for c, kind in wanted if c not in self._unsent and c not in self._closing]
-        if lacking and (
-            self.open_calls_policy == "raise"
-            or any(kind not in TEXT_OUTPUTS for c, kind in wanted if c in lacking)
-        ):
-            raise OpenToolCallsError(
-                f"the server holds tool calls without outputs ({', '.join(lacking)}) and this "
-                "run did not produce them; supply them with ConversationState.close_tool_calls"
-                "({call_id: output}) and run again",
-                lacking,
-            )
-        result = [self._closing_item(c, kind) for c, kind in front]
-        for index, item in enumerate(batch):
-            result.append(item)
-            if index in inline:
-                result.append(self._closing_item(*inline[index]))
-        return result
-
-    def _closing_item(self, call_id: str, kind: str) -> Any:
-        if call_id in self._closing:
-            return self._closing[call_id]
-        item = self._unsent.pop(call_id, None)
-        repair = ToolCallRepair(call_id, "output" if item is not None else "interrupted")
-        if item is None:
-            item = closure(call_id, kind, INTERRUPTED_TOOL_OUTPUT)
-        self._closing[call_id] = item
-        self._repairs.append(repair)
-        warnings.warn(
-            f"tool call {call_id} was left without an output by an interrupted run; it is "
-            + (
-                "answered now with the output the run produced"
-                if repair.closed_with == "output"
-                else "closed now as interrupted"
-            ),
-            InterruptedToolCallWarning,
-            stacklevel=2,
-        )
-        return item
-
-    def _waiting(
-        self, held: list[Any], batch: list[Any], keys: list[ItemKeys] | None = None
-    ) -> list[Any]:
-        """The items of ``held`` that ``batch`` does not carry.
-
-        Carried: the same object, a copy with the same stable key, or (see
-        :meth:`expect_copies`) a copy with the same content of the resumed RunState's own input.
-        """
-        if not held:
-            return []
-        carried = {id(item) for item in batch}
-        stable = {_stable_key(k) for k in (keys or map(_keys, batch))} - {None}
-        waiting = [i for i in held if id(i) not in carried and _stable_key(_keys(i)) not in stable]
-        if self._expected and waiting:
-            return self._without_copies(waiting, batch)
-        return waiting
-
-    def _without_copies(self, held: list[Any], batch: list[Any]) -> list[Any]:
-        """``held`` less one copy per expected item of ``batch`` (matched by content)."""
-        offered: Counter[str] = Counter()
-        for item in batch:
-            if _stable_key(_keys(item)) is None:
-                found = _digest(item)
-                if found in self._expected:
-                    offered[found] += 1
-        if not offered:
-            return held
-        budget = offered & self._expected
-        waiting = []
-        for item in held:
-            if _stable_key(_keys(item)) is None:
-                found = _digest(item)
-                if budget[found] > 0:
-                    budget[found] -= 1
-                    continue
-            waiting.append(item)
-        return waiting
+        result, read = self._dedupe.to_send(list(items), self._outbox.pending, self._acks)
+        return self._calls.close(result, read, self._acks.call_ids, self.open_calls_policy)
 
     def left_out(self, offered: Sequence[Any], items: Iterable[Any]) -> None:
         """A ``call_model_input_filter`` left ``items`` of ``offered`` out of the next request.
@@ -426,14 +186,7 @@ class ServerConversationTracker:
         of an item that request carried, an id-less one is not taken for "sent before an
         acknowledged item". Until it is sent, or :meth:`end_run`.
         """
-        wanted = {id(item) for item in items}
-        if not wanted:
-            return
-        incoming = list(offered)
-        for index in self._lacking(incoming)[1]:
-            item = incoming[index]
-            if id(item) in wanted and _stable_key(_keys(item)) is None:
-                self._left_out.add(_digest(item))
+        self._dedupe.leave_out(offered, items, self._acks)
 
     def expect_copies(self, items: Iterable[Any]) -> None:
         """The run now starting sends ``items`` itself: a resumed RunState's pending input.
@@ -447,11 +200,7 @@ class ServerConversationTracker:
         RunState stays the owner of its input: the SDK records it as the run's once accepted.
         Until :meth:`end_run`; a new call replaces the expectation.
         """
-        self._expected = Counter(
-            _digest(item) for item in items if _stable_key(_keys(item)) is None
-        )
-
-    # -- request lifecycle -------------------------------------------------------------------
+        self._dedupe.expect(items)
 
     def mark_sent(self, items: Sequence[Any], *, replacing: Sequence[Any] = ()) -> list[Any]:
         """Record ``items`` as exactly the list of the request about to be sent.
@@ -460,30 +209,14 @@ class ServerConversationTracker:
         ``call_model_input_filter`` rewrote): they leave pending like the sent ones. Returns the
         batch now in flight (pass it to :meth:`rewind` / :meth:`mark_uncertain`).
         """
-        # A request that never reported back (e.g. a killed task): keep its items, as maybe
-        # accepted where a re-send would duplicate them.
-        if self._in_flight is not None and self._follows_conversation:
-            self.mark_uncertain()
-        elif self._in_flight is not None:
-            self.rewind()
         batch = list(items)
-        if self._left_out:
-            for item in batch:
-                self._left_out.discard(_digest(item))
-        if self._closing:
-            for call_id in [c for c, item in self._closing.items() if _holds(batch, item)]:
-                del self._closing[call_id]
-        if self._pending or self._uncertain:
-            covered = [*batch, *replacing] if replacing else batch
-            self._pending = self._waiting(self._pending, covered)
-            self._uncertain = self._waiting(self._uncertain, covered)
-        self._in_flight = batch
-        return batch
+        self._dedupe.sent(batch)
+        self._calls.sent(batch)
+        return self._outbox.send(batch, replacing, in_doubt=self._cursor.follows_conversation)
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
-        fresh = [item for item in items if not self.is_acknowledged(item)]
-        self._pending = [*self._pending, *self._waiting(fresh, self._pending)]
+        self._outbox.hold([item for item in items if not self.is_acknowledged(item)])
 
     def acknowledge(
         self, response_id: str | None, output: Iterable[Any] = (), *, consumed: Iterable[Any] = ()
@@ -494,21 +227,15 @@ class ServerConversationTracker:
         ``call_model_input_filter`` replaced): offered again within this run (the same object,
         or for id-less input a copy with the same content), they are dropped.
         """
-        batch = self._in_flight or []
-        self._in_flight = None
-        entry = _new_entry(response_id, self._previous_response_id, batch)
-        for item in batch:
+        batch = self._outbox.take()
+        entry = JournalEntry(response_id, self._cursor.previous_response_id, batch)
+        for item in (*batch, *output):
             self._remember(item, entry)
-        for item in output:
-            self._remember(item, entry)
-        if self._follows_conversation:
-            self._undelivered = {"response_id": response_id, "output": list(output)}
-        for item in consumed:
-            self._acked_objects[id(item)] = item
-            if _keys(item).item_id is None:
-                self._consumed.add(_digest(item))
-        if response_id is not None and not self._follows_conversation:
-            self._previous_response_id = response_id
+        self._dedupe.consume(consumed)
+        if self._cursor.follows_conversation:
+            self._journal.undelivered = {"response_id": response_id, "output": list(output)}
+        elif response_id is not None:
+            self._cursor.previous_response_id = response_id
             self._journal.append(entry)
 
     def rewind(self, batch: Sequence[Any] | None = None) -> None:
@@ -517,13 +244,7 @@ class ServerConversationTracker:
         With ``batch`` (the list given to :meth:`mark_sent`), only when that request is still
         the one in flight: a request settled late changes nothing of a newer one.
         """
-        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
-            return
-        batch, self._in_flight = self._in_flight, None
-        self._requeue(batch)
-
-    def _requeue(self, batch: list[Any]) -> None:
-        self._pending = batch + self._waiting(self._pending, batch)
+        self._outbox.rewind(batch)
 
     def mark_uncertain(self, batch: Sequence[Any] | None = None) -> None:
         """The in-flight request failed after the server may have accepted it.
@@ -532,10 +253,7 @@ class ServerConversationTracker:
         the items wait in :attr:`uncertain` until :meth:`settle_uncertain` is given evidence.
         ``batch`` is as for :meth:`rewind`.
         """
-        if self._in_flight is None or (batch is not None and self._in_flight is not batch):
-            return
-        batch, self._in_flight = self._in_flight, None
-        self._uncertain = batch + self._uncertain
+        self._outbox.mark_uncertain(batch)
 
     def settle_uncertain(
         self,
@@ -551,16 +269,14 @@ class ServerConversationTracker:
         ``output`` is what the server answered to them (the gained items that are not the
         batch), kept as :attr:`undelivered` for the run that never heard it.
         """
-        batch, self._uncertain = self._uncertain, []
+        batch = self._outbox.settle()
         if accepted:
-            for item in batch:
-                self._remember(item)
-            for item in server_items:
+            for item in (*batch, *server_items):
                 self._remember(item)
             if output:
-                self._undelivered = {"response_id": None, "output": list(output)}
+                self._journal.undelivered = {"response_id": None, "output": list(output)}
         else:
-            self._requeue(batch)
+            self._outbox.requeue(batch)
 
     @property
     def undelivered(self) -> dict[str, Any] | None:
@@ -570,18 +286,13 @@ class ServerConversationTracker:
         acknowledged (or found by reconciliation) whose run ended before it processed it. A
         resume of that run gets it instead of asking the model again.
         """
-        return self._undelivered
+        return self._journal.undelivered
 
     def clear_undelivered(self) -> None:
         """The newest response reached a run (or a new turn goes on after it)."""
-        self._undelivered = None
+        self._journal.undelivered = None
 
-    def restart(
-        self,
-        window: Sequence[Any],
-        *,
-        conversation_id: str | None = None,
-    ) -> None:
+    def restart(self, window: Sequence[Any], *, conversation_id: str | None = None) -> None:
         """Continue from a compacted ``window`` instead of the old server chain.
 
         Under previous_response the next request starts a new chain (no previous id) carrying
@@ -589,40 +300,26 @@ class ServerConversationTracker:
         already holds the window. What was acknowledged stays known: the window stands for it.
         The old cursor joins :attr:`superseded`.
         """
-        if self._in_flight is not None:
-            self.rewind()
-        if self._follows_conversation and not conversation_id:
-            raise ValueError("restarting a conversation tracker needs the new conversation_id")
+        self._outbox.rewind()
+        self._cursor.restart(conversation_id)
         # The calls the old chain left open are not in the new one (unless the window has them).
-        self._open.clear()
-        self._unsent.clear()
-        self._closing.clear()
-        # A RunState of the old chain still belongs here; rolling back into that chain does not.
-        old = self._conversation_id or self._previous_response_id
-        if old is not None and old != conversation_id:
-            self._superseded.append(old)
+        self._calls.clear()
         self._journal.clear()
-        self._chain_ids.clear()
-        if self._follows_conversation:
-            self._conversation_id = conversation_id
-            self._last_item_id = None
+        self._acks.new_chain()
+        if self._cursor.follows_conversation:
+            self._acks.last_item_id = None
             for item in window:
                 self._remember(item)
-            return
-        self._previous_response_id = None
-        self._pending = [*window, *self._pending]
+        else:
+            self._outbox.prepend(window)
 
     def drop_pending(self) -> None:
         """Forget every pending and uncertain item (they will not be sent again)."""
-        self._pending = []
-        self._uncertain = []
+        self._outbox.drop()
 
     def end_run(self) -> None:
         """Forget per-run knowledge (object identities, filter-replaced input) at a run's end."""
-        self._acked_objects.clear()
-        self._consumed.clear()
-        self._expected.clear()
-        self._left_out.clear()
+        self._dedupe.end_run()
 
     def rollback_to(self, previous_response_id: str | None) -> bool:
         """Step the cursor back to ``previous_response_id`` over the newest acknowledgements.
@@ -632,71 +329,23 @@ class ServerConversationTracker:
         the resumed run forks the chain from where the RunState stands. Returns False (and
         changes nothing) when the journal does not reach that far.
         """
-        if self._previous_response_id == previous_response_id:
+        if self._cursor.previous_response_id == previous_response_id:
             return True
-        undo: list[dict[str, Any]] = []
-        cursor = self._previous_response_id
-        for entry in reversed(self._journal):
-            if cursor == previous_response_id:
-                break
-            undo.append(entry)
-            cursor = entry["previous"]
-        if cursor != previous_response_id:
+        undo = self._journal.take_back(self._cursor.previous_response_id, previous_response_id)
+        if undo is None:
             return False
         for entry in undo:
-            self._journal.pop()
-            self._item_ids.difference_update(entry["item_ids"])
-            self._chain_ids.difference_update(entry["item_ids"])
-            self._call_ids.difference_update(entry["call_ids"])
-            for digest in entry["digests"]:
-                self._digests.pop(digest, None)
-            self._requeue(list(entry["sent"]))
-            for call_id, kind in entry["closed"]:
-                self._open[call_id] = kind
-            # Calls this response made are gone from the chain, and so are answers to them.
-            opened = set(entry["opened"])
-            for call_id in opened:
-                self._open.pop(call_id, None)
-                self._unsent.pop(call_id, None)
-                self._closing.pop(call_id, None)
-            self._pending = [i for i in self._pending if _keys(i).output_call_id not in opened]
-        self._previous_response_id = previous_response_id
-        self._acked_objects.clear()
+            self._acks.forget(entry)
+            self._outbox.undo(entry)
+            self._calls.undo(entry)
+        self._cursor.previous_response_id = previous_response_id
+        self._dedupe.forget_objects()
         return True
 
-    def _remember(self, item: Any, entry: dict[str, Any] | None = None) -> None:
-        self._acked_objects[id(item)] = item
-        (item_id, call_id, digestible), item_type, call = facts(item)
-        if item_id is not None:
-            if entry is not None and item_id not in self._item_ids:
-                entry["item_ids"].append(item_id)
-            self._item_ids.add(item_id)
-            self._last_item_id = item_id
-            if item_type != "reasoning":
-                self._chain_ids.add(item_id)
-        if call_id is not None:
-            if entry is not None and call_id not in self._call_ids:
-                entry["call_ids"].append(call_id)
-            self._call_ids.add(call_id)
-            kind = self._open.pop(call_id, None)
-            self._unsent.pop(call_id, None)
-            if kind is not None and entry is not None:
-                entry["closed"].append([call_id, kind])
-        if call is not None and call[0] not in self._call_ids and call[0] not in self._open:
-            self._open[call[0]] = call[1]
-            if entry is not None:
-                entry["opened"].append(call[0])
-        if digestible:
-            # Digest without the id: the SDK may replay this output with its id stripped.
-            digest = _digest(item)
-            if entry is not None and digest not in self._digests:
-                entry["digests"].append(digest)
-            self._digests[digest] = None
-            self._digests.move_to_end(digest)
-            while len(self._digests) > self._max_digests:
-                self._digests.popitem(last=False)
-
-    # -- serialization -----------------------------------------------------------------------
+    def _remember(self, item: Any, entry: JournalEntry | None = None) -> None:
+        self._dedupe.seen(item)
+        read = self._acks.remember(item, entry)
+        self._calls.acknowledged(read, self._acks.call_ids, entry)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready, versioned snapshot.
@@ -705,79 +354,37 @@ class ServerConversationTracker:
         cursor, it forks the chain) and as uncertain under conversation (the server may accept
         it, so it is reconciled before anything is re-sent).
         """
-        pending = list(self._pending)
-        uncertain = list(self._uncertain)
-        if self._in_flight is not None and self._follows_conversation:
-            uncertain = self._in_flight + uncertain
-        elif self._in_flight is not None:
-            pending = self._in_flight + pending
         return {
             "version": TRACKER_VERSION,
-            "strategy": self.strategy,
-            "previous_response_id": self._previous_response_id,
-            "conversation_id": self._conversation_id,
-            "max_digests": self._max_digests,
+            **self._cursor.to_dict(),
+            "max_digests": self._acks.max_digests,
             "prompt_cache_key": self.prompt_cache_key,
-            "item_ids": sorted(self._item_ids),
-            "call_ids": sorted(self._call_ids),
-            "digests": list(self._digests),
-            "last_item_id": self._last_item_id,
-            "pending": [copy.deepcopy(item_to_dict(i)) for i in pending],
-            "uncertain": [copy.deepcopy(item_to_dict(i)) for i in uncertain],
+            **self._acks.to_dict(),
+            **self._outbox.to_dict(in_doubt=self._cursor.follows_conversation),
             "open_calls_policy": self.open_calls_policy,
-            "open_calls": dict(self._open),
-            "unsent_outputs": [copy.deepcopy(item_to_dict(i)) for i in self._unsent.values()],
-            "repairs": [r.to_dict() for r in self._repairs],
-            "undelivered": _undelivered_dict(self._undelivered),
-            "superseded": list(self._superseded),
-            "retired_ids": sorted(self._item_ids - self._chain_ids),
-            "journal": [
-                {
-                    **copy.deepcopy({k: v for k, v in e.items() if k != "sent"}),
-                    "sent": [copy.deepcopy(item_to_dict(i)) for i in e["sent"]],
-                }
-                for e in self._journal
-            ],
+            **self._calls.to_dict(),
+            "undelivered": self._journal.dump_undelivered(),
+            "superseded": self._cursor.superseded,
+            "retired_ids": self._acks.retired(),
+            "journal": self._journal.to_list(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerConversationTracker:
         """Rebuild a tracker from :meth:`to_dict`; bad or newer data raises ``StateBlobError``."""
-        if not isinstance(data, Mapping):
-            raise StateBlobError("tracker state must be a JSON object")
-        version = data.get("version")
-        if not isinstance(version, int) or version > TRACKER_VERSION or version < 1:
-            raise StateBlobError(
-                f"unsupported tracker state version {version!r} "
-                f"(this library reads versions 1..{TRACKER_VERSION})"
-            )
+        check_version(data)
         try:
+            cursor = Cursor.from_dict(data)
             tracker = cls(
-                strategy=data["strategy"],
-                previous_response_id=data.get("previous_response_id"),
-                conversation_id=data.get("conversation_id"),
                 max_digests=int(data.get("max_digests", 4096)),
                 prompt_cache_key=data.get("prompt_cache_key"),
                 open_calls_policy=data.get("open_calls_policy", "interrupt"),
             )
-            tracker._item_ids = {str(i) for i in data.get("item_ids", [])}
-            tracker._call_ids = {str(i) for i in data.get("call_ids", [])}
-            tracker._digests = OrderedDict((str(d), None) for d in data.get("digests", []))
-            tracker._last_item_id = data.get("last_item_id")
-            tracker._pending = [dict(i) for i in data.get("pending", [])]
-            tracker._uncertain = [dict(i) for i in data.get("uncertain", [])]
-            tracker._journal.extend(_journal_entry(e) for e in data.get("journal", []))
-            tracker._open = {str(c): str(k) for c, k in dict(data.get("open_calls", {})).items()}
-            for output in data.get("unsent_outputs", []):
-                tracker.record_output(dict(output))
-            tracker._undelivered = _undelivered_entry(data.get("undelivered"))
-            tracker._superseded.extend(str(c) for c in data.get("superseded", []))
-            if "retired_ids" in data:
-                retired = {str(i) for i in data["retired_ids"]}
-                tracker._chain_ids = tracker._item_ids - retired
-            tracker._repairs.extend(
-                ToolCallRepair(str(r["call_id"]), r["closed_with"]) for r in data.get("repairs", [])
-            )
+            tracker._acks = Acknowledged.from_dict(data, tracker._acks.max_digests)
+            tracker._outbox = Outbox.from_dict(data, tracker._dedupe)
+            tracker._journal = Journal.from_dict(data)
+            tracker._calls = OpenCalls.from_dict(data)
+            tracker._cursor = cursor
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateBlobError(f"malformed tracker state: {exc}") from exc
         return tracker
@@ -785,56 +392,7 @@ class ServerConversationTracker:
     def __repr__(self) -> str:
         return (
             f"ServerConversationTracker(strategy={self.strategy!r}, "
-            f"previous_response_id={self._previous_response_id!r}, "
-            f"conversation_id={self._conversation_id!r}, acknowledged={len(self._item_ids)}, "
-            f"pending={len(self._pending)}, uncertain={len(self._uncertain)})"
+            f"previous_response_id={self.previous_response_id!r}, "
+            f"conversation_id={self.conversation_id!r}, acknowledged={len(self._acks)}, "
+            f"pending={len(self._outbox.pending)}, uncertain={len(self._outbox.uncertain)})"
         )
-
-
-def _new_entry(response_id: str | None, previous: str | None, sent: list[Any]) -> dict[str, Any]:
-    return {
-        "response_id": response_id,
-        "previous": previous,
-        "sent": sent,  # the objects themselves; copied only when serialized
-        "item_ids": [],
-        "call_ids": [],
-        "digests": [],
-        "opened": [],
-        "closed": [],
-    }
-
-
-def _journal_entry(data: Any) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        raise TypeError("a journal entry must be an object")
-    entry = _new_entry(
-        data.get("response_id"), data.get("previous"), [dict(i) for i in data.get("sent", [])]
-    )
-    entry["item_ids"] = [str(i) for i in data.get("item_ids", [])]
-    entry["call_ids"] = [str(i) for i in data.get("call_ids", [])]
-    entry["digests"] = [str(d) for d in data.get("digests", [])]
-    entry["opened"] = [str(c) for c in data.get("opened", [])]
-    entry["closed"] = [[str(c), str(k)] for c, k in data.get("closed", [])]
-    return entry
-
-
-def _undelivered_dict(entry: dict[str, Any] | None) -> dict[str, Any] | None:
-    if entry is None:
-        return None
-    output = [copy.deepcopy(item_to_dict(i)) for i in entry["output"]]
-    return {"response_id": entry["response_id"], "output": output}
-
-
-def _undelivered_entry(data: Any) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
-        raise TypeError("undelivered must be an object with an output list")
-    response_id = data.get("response_id")
-    if response_id is not None and not isinstance(response_id, str):
-        raise TypeError("undelivered response_id must be a string")
-    return {"response_id": response_id, "output": [dict(i) for i in data["output"]]}
-
-
-def _holds(batch: list[Any], item: Any) -> bool:
-    return any(each is item for each in batch)

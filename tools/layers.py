@@ -54,6 +54,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # The ledger of one run: what the server acknowledged, the run's lifecycle, the model layer.
     "ledger": (
         "_tracker",
+        "_tracker_codec",
+        "_open_calls",
+        "_journal",
+        "_acknowledged",
+        "_dedupe",
+        "_outbox",
+        "_cursor",
         "_run",
         "_request",
         "_filter_match",
