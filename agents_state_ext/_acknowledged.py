@@ -19,14 +19,15 @@ class Acknowledged:
     leaves the older ones known, but not the chain's.
     """
 
-    __slots__ = ("_call_ids", "_chain_ids", "_digests", "_item_ids", "last_item_id", "max_digests")
+    __slots__ = ("_chain_ids", "_digests", "_item_ids", "call_ids", "last_item_id", "max_digests")
 
     def __init__(self, max_digests: int) -> None:
         if max_digests < 1:
             raise ValueError("max_digests must be positive")
         self.max_digests = max_digests
         self._item_ids: set[str] = set()
-        self._call_ids: set[str] = set()
+        self.call_ids: set[str] = set()
+        """The call ids the server holds an output for (read it; this class changes it)."""
         self._digests: OrderedDict[str, None] = OrderedDict()
         self._chain_ids: set[str] = set()
         self.last_item_id: str | None = None
@@ -34,11 +35,6 @@ class Acknowledged:
 
     def __len__(self) -> int:
         return len(self._item_ids)
-
-    @property
-    def call_ids(self) -> set[str]:
-        """The call ids the server holds an output for (the set itself: read, do not change)."""
-        return self._call_ids
 
     def has_item_id(self, item_id: str) -> bool:
         """Whether the server acknowledged an item with this id."""
@@ -49,7 +45,7 @@ class Acknowledged:
         item_id, call_id, digestible = keys
         if item_id is not None and item_id in self._item_ids:
             return True
-        if call_id is not None and call_id in self._call_ids:
+        if call_id is not None and call_id in self.call_ids:
             return True
         return item_id is None and digestible and _digest(item) in self._digests
 
@@ -73,9 +69,9 @@ class Acknowledged:
             if item_type != "reasoning":
                 self._chain_ids.add(item_id)
         if call_id is not None:
-            if entry is not None and call_id not in self._call_ids:
+            if entry is not None and call_id not in self.call_ids:
                 entry.call_ids.append(call_id)
-            self._call_ids.add(call_id)
+            self.call_ids.add(call_id)
         if digestible:
             # Digest without the id: the SDK may replay this output with its id stripped.
             digest = _digest(item)
@@ -91,7 +87,7 @@ class Acknowledged:
         """Undo what ``entry`` noted: the server no longer holds it for this chain."""
         self._item_ids.difference_update(entry.item_ids)
         self._chain_ids.difference_update(entry.item_ids)
-        self._call_ids.difference_update(entry.call_ids)
+        self.call_ids.difference_update(entry.call_ids)
         for digest in entry.digests:
             self._digests.pop(digest, None)
 
@@ -99,7 +95,7 @@ class Acknowledged:
         """The ids and digests, JSON-ready (``retired_ids`` apart: see :meth:`retired`)."""
         return {
             "item_ids": sorted(self._item_ids),
-            "call_ids": sorted(self._call_ids),
+            "call_ids": sorted(self.call_ids),
             "digests": list(self._digests),
             "last_item_id": self.last_item_id,
         }
@@ -113,7 +109,7 @@ class Acknowledged:
         """Read back :meth:`to_dict` and :meth:`retired` (without them: the chain counts none)."""
         acked = cls(max_digests)
         acked._item_ids = {str(i) for i in data.get("item_ids", [])}
-        acked._call_ids = {str(i) for i in data.get("call_ids", [])}
+        acked.call_ids = {str(i) for i in data.get("call_ids", [])}
         acked._digests = OrderedDict((str(d), None) for d in data.get("digests", []))
         acked.last_item_id = data.get("last_item_id")
         if "retired_ids" in data:

@@ -212,7 +212,9 @@ class ServerConversationTracker:
         batch = list(items)
         self._dedupe.sent(batch)
         self._calls.sent(batch)
-        return self._outbox.send(batch, replacing, in_doubt=self._cursor.follows_conversation)
+        return self._outbox.send(
+            batch, replacing, in_doubt=self._cursor.conversation_id is not None
+        )
 
     def hold(self, items: Sequence[Any]) -> None:
         """Input a run was given but never sent: pending, so the next request carries it once."""
@@ -232,7 +234,7 @@ class ServerConversationTracker:
         for item in (*batch, *output):
             self._remember(item, entry)
         self._dedupe.consume(consumed)
-        if self._cursor.follows_conversation:
+        if self._cursor.conversation_id is not None:
             self._journal.undelivered = {"response_id": response_id, "output": list(output)}
         elif response_id is not None:
             self._cursor.previous_response_id = response_id
@@ -306,7 +308,7 @@ class ServerConversationTracker:
         self._calls.clear()
         self._journal.clear()
         self._acks.new_chain()
-        if self._cursor.follows_conversation:
+        if self._cursor.conversation_id is not None:
             self._acks.last_item_id = None
             for item in window:
                 self._remember(item)
@@ -360,7 +362,7 @@ class ServerConversationTracker:
             "max_digests": self._acks.max_digests,
             "prompt_cache_key": self.prompt_cache_key,
             **self._acks.to_dict(),
-            **self._outbox.to_dict(in_doubt=self._cursor.follows_conversation),
+            **self._outbox.to_dict(in_doubt=self._cursor.conversation_id is not None),
             "open_calls_policy": self.open_calls_policy,
             **self._calls.to_dict(),
             "undelivered": self._journal.dump_undelivered(),
