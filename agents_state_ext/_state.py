@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,13 +13,14 @@ from openai import AsyncOpenAI
 
 from . import _compat, _persistence
 from ._compaction import CompactionMode, CompactionResult
-from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from ._rejection import reject_when_told
-from ._repairs import OpenCallsPolicy, ToolCallRepair
-from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._repairs import OpenCallsPolicy
+from ._run import RunLifecycle
 from ._run_config import as_run_config
+from ._run_prep import ledger_snapshot, prepare_run
+from ._state_view import _StateView
 from ._tracker import ServerConversationTracker
-from ._validation import validate_run_settings, walk_agents
+from ._validation import validate_run_settings
 from .owners import OWNERS, Owner
 from .stores.ledger import use_ledger_codec
 from .types import StrategyName
@@ -28,11 +28,7 @@ from .types import StrategyName
 __all__ = ["ConversationState", "StrategyName"]
 
 
-# Runner keyword arguments that would make the SDK a second owner of the state.
-_OWNER_KWARGS = ("previous_response_id", "auto_previous_response_id", "conversation_id", "session")
-
-
-class ConversationState:
+class ConversationState(_StateView):
     """One per conversation: names its state owner and, for server strategies, holds the ledger.
 
     Build it with one of the constructors — :meth:`replay`, :meth:`session`,
@@ -49,12 +45,6 @@ class ConversationState:
         client: AsyncOpenAI | None = None,
     ) -> None:
         self._start(OWNERS[strategy].create(tracker=tracker, session=session, client=client))
-
-    def _start(self, owner: Owner) -> None:
-        self._owner = owner
-        self._lifecycle = owner.lifecycle
-        self.downgrades: list[HandoffDowngrade] = []
-        """Handoff settings turned off because the server owns the history (newest last)."""
 
     @classmethod
     def _over(cls, owner: Owner) -> ConversationState:
@@ -141,76 +131,6 @@ class ConversationState:
         """
         return ServerConversationState(tracker.strategy, tracker=tracker, client=client)
 
-    # -- what callers read -------------------------------------------------------------------
-
-    @property
-    def strategy(self) -> StrategyName:
-        """Who owns this conversation's history (the owner's strategy name)."""
-        return self._owner.name
-
-    @property
-    def owner(self) -> Owner:
-        """The owner of this conversation's history: what a run under each strategy gets."""
-        return self._owner
-
-    @property
-    def tracker(self) -> ServerConversationTracker | None:
-        """The ledger of a server strategy; ``None`` for replay and session."""
-        return self._lifecycle.tracker if self._lifecycle is not None else None
-
-    @property
-    def lifecycle(self) -> RunLifecycle | None:
-        """The run lifecycle of a server strategy (claim, requests, end); ``None`` otherwise."""
-        return self._lifecycle
-
-    @property
-    def partial(self) -> PartialOutput | None:
-        """The newest streamed attempt's response id and text, kept when it was cancelled."""
-        return self._lifecycle.partial if self._lifecycle is not None else None
-
-    @property
-    def repairs(self) -> list[ToolCallRepair]:
-        """Tool calls an interrupted run left open, closed before a later request (newest last).
-
-        Each is also reported with an :class:`~agents_state_ext.InterruptedToolCallWarning`.
-        """
-        tracker = self.tracker
-        return tracker.repairs if tracker is not None else []
-
-    @property
-    def requests(self) -> list[SentRequest]:
-        """The newest requests the ledger sent, exactly as sent, oldest first.
-
-        The newest 100 are kept, so a long
-        conversation does not hold every request it ever made.
-        """
-        return list(self._lifecycle.requests) if self._lifecycle is not None else []
-
-    @property
-    def is_server_managed(self) -> bool:
-        """Whether a server (Responses or Conversations API) owns this conversation's history."""
-        return self._lifecycle is not None
-
-    # -- repairing what an interruption left -------------------------------------------------
-
-    def close_tool_calls(self, outputs: dict[str, str]) -> None:
-        """Answer tool calls the server holds open (call id -> output); sent with the next request.
-
-        For the ``open_calls="raise"`` policy, after :class:`~agents_state_ext.OpenToolCallsError`
-        named the calls. An unknown call id raises ``KeyError`` and nothing is kept.
-        """
-        self._owner.server_tracker("close_tool_calls").supply_outputs(outputs)
-
-    def reseed(self, items: list[Any]) -> None:
-        """Start a new ``previous_response_id`` chain from ``items``, the history the app holds.
-
-        For :class:`~agents_state_ext.PreviousResponseNotFoundError`: the next request carries
-        ``items`` (then anything still pending) without a ``previous_response_id``, and the
-        conversation follows the new chain. Give the history as the model should see it, for
-        instance ``result.to_input_list()`` of the last good run or a budgeted selection.
-        """
-        self._owner.reseed(items)
-
     # -- configuring runs --------------------------------------------------------------------
 
     def run_config(self, base: RunConfig | Mapping[str, Any] | None = None) -> RunConfig:
@@ -247,40 +167,6 @@ class ConversationState:
             kwargs["hooks"] = hooks
         return self._owner.owned(kwargs)
 
-    def _prepare(
-        self, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
-    ) -> tuple[Agent[Any], set[int], dict[str, Any]]:
-        if "run_config" in runner_kwargs:
-            runner_kwargs = {
-                **runner_kwargs,
-                "run_config": as_run_config(runner_kwargs["run_config"]),
-            }
-        base = runner_kwargs.get("run_config")
-        owners = {key: runner_kwargs[key] for key in _OWNER_KWARGS if key in runner_kwargs}
-        validate_run_settings(self, agent=agent, input=input, run_config=base, **owners)
-        if isinstance(input, RunState) and self._lifecycle is not None:
-            self._lifecycle.prepare_resume(input)
-            # Only a server strategy's ledger steps back over a model call the SDK counted;
-            # under replay and session the count is the SDK's own, and so is what it decides.
-            _compat.repair_turn_count(input)
-        downgrades = guard_handoffs(agent, self, base, warn=False)
-        if downgrades:
-            known = {d.handoff for d in self.downgrades}
-            for downgrade in downgrades:
-                if downgrade.handoff not in known:
-                    warn_nesting_disabled(downgrade)
-                    self.downgrades.append(downgrade)
-        kwargs = {k: v for k, v in runner_kwargs.items() if k not in _OWNER_KWARGS}
-        base = kwargs.get("run_config")
-        config = self._owner.configure(base or RunConfig(), adapter=False, own=base is None)
-        kwargs["run_config"] = config
-        kwargs = self._owner.owned(kwargs)
-        self._owner.prepare(config, agent, input)  # this run's own copy
-        bound, graph = self._owner.bind_graph(agent, config.model_provider)
-        if isinstance(input, RunState) and bound is not agent:
-            graph |= _refresh_paused_agent(input, agent, bound)
-        return bound, graph, kwargs
-
     def bind(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent``'s graph whose own ``Model`` instances go through the ledger.
 
@@ -303,8 +189,10 @@ class ConversationState:
         lifecycle = self._lifecycle
         if lifecycle is not None:
             lifecycle.ensure_idle()
-        bound, graph, kwargs = self._prepare(agent, input, runner_kwargs)
-        snapshot = self._snapshot(bound, kwargs["run_config"])
+        bound, graph, kwargs = prepare_run(
+            self._owner, self.downgrades, agent, input, runner_kwargs
+        )
+        snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
         if lifecycle is None:
             return await Runner.run(bound, input, **kwargs)
         lifecycle.begin(input, graph)
@@ -329,8 +217,10 @@ class ConversationState:
         lifecycle = self._lifecycle
         if lifecycle is not None:
             lifecycle.ensure_idle()
-        bound, graph, kwargs = self._prepare(agent, input, runner_kwargs)
-        snapshot = self._snapshot(bound, kwargs["run_config"])
+        bound, graph, kwargs = prepare_run(
+            self._owner, self.downgrades, agent, input, runner_kwargs
+        )
+        snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
         if lifecycle is None:
             return Runner.run_streamed(bound, input, **kwargs)
         lifecycle.begin(input, graph)
@@ -465,44 +355,12 @@ class ConversationState:
         assert isinstance(state, ServerConversationState)  # a ledger blob names a server owner
         return state
 
-    def _snapshot(self, agent: Agent[Any], config: RunConfig) -> dict[str, Any] | None:
-        # Only an input guardrail can undo a run (see run()); without one, skip the copy,
-        # which grows with the conversation.
-        if self.tracker is None:
-            return None
-        if not config.input_guardrails and not any(
-            current.input_guardrails for current in walk_agents(agent)
-        ):
-            return None
-        return self.tracker.to_dict()
-
     def _restore(self, snapshot: dict[str, Any] | None) -> None:
         if self._lifecycle is not None:
             self._lifecycle.rewind(snapshot)
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
-
-
-def _refresh_paused_agent(
-    run_state: RunState[Any], agent: Agent[Any], bound: Agent[Any]
-) -> set[int]:
-    """Give the agent a RunState resumes with the app's agent as it is now; its id, if changed.
-
-    A run of a bound graph pauses holding a copy made for it, and the SDK resumes with that
-    copy (whose identity the RunState's approvals refer to). Tools, hooks, guardrails or
-    ``tool_use_behavior`` set on the app's agent since then are copied onto it, with the model
-    and handoffs bound for this run, so the resumed run uses them as the SDK alone would.
-    """
-    paused = _compat.run_state_agent(run_state)
-    if paused is None or any(paused is original for original in walk_agents(agent)):
-        return set()
-    fresh = next((a for a in walk_agents(bound) if a.name == paused.name), None)
-    if fresh is None or fresh is paused:
-        return set()
-    for field in dataclasses.fields(fresh):
-        setattr(paused, field.name, getattr(fresh, field.name))
-    return {id(paused)}
 
 
 class ServerConversationState(ConversationState):

@@ -84,6 +84,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # ConversationState and what it does to a stored or serialized conversation.
     "state": (
         "_state",
+        "_state_view",
+        "_run_prep",
         "_persistence",
         "_rejection",
         "_session_import",
