@@ -5,17 +5,18 @@ from __future__ import annotations
 import copy as _copy
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from agents import Agent, Handoff
+from agents import Agent, Handoff, RunConfig
 from agents.handoffs import HandoffInputData
 from agents.models.interface import Model
 
-from ._model import TrackedModel
+from . import _compat
+from ._model import RecordedModel, RecordedModelProvider, RequestTap, TrackedModel
 from ._run import RunLifecycle
 
-__all__ = ["bind_agent", "copy_agent_graph", "keep_session_history"]
+__all__ = ["bind_agent", "copy_agent_graph", "keep_session_history", "recorded", "walk_agents"]
 
 HandoffAdapter = Callable[[Handoff[Any, Any]], Handoff[Any, Any]]
 
@@ -121,3 +122,42 @@ def session_graph(agent: Agent[Any], seen: dict[int, Agent[Any]]) -> Agent[Any]:
         return dataclasses.replace(entry, input_filter=keep_session_history(entry.input_filter))
 
     return copy_agent_graph(agent, seen, adapt_handoff=adapt)
+
+
+def walk_agents(agent: Agent[Any]) -> Iterator[Agent[Any]]:
+    """Every agent reachable by handoff from ``agent``, each once (cycles handled)."""
+    seen: set[int] = set()
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for entry in current.handoffs:
+            target = _compat.handoff_target(entry) if isinstance(entry, Handoff) else entry
+            if isinstance(target, Agent):
+                stack.append(target)
+
+
+def recorded(
+    agent: Agent[Any], kwargs: Mapping[str, Any], tap: RequestTap
+) -> tuple[Agent[Any], dict[str, Any]]:
+    """``agent``'s graph and the run's kwargs with every model reporting to ``tap``.
+
+    Models named by string go through the run config's provider, wrapped; ``Model`` instances
+    (the run config's, each agent's, handoff targets') are wrapped in a copy of the graph.
+    """
+    config = kwargs.get("run_config") or RunConfig()
+    provider = config.model_provider
+    if not isinstance(provider, RecordedModelProvider):
+        provider = RecordedModelProvider(provider, tap)
+    model = config.model
+    if isinstance(model, Model) and not isinstance(model, RecordedModel):
+        model = RecordedModel(model, tap)
+    config = dataclasses.replace(config, model=model, model_provider=provider)
+
+    def wrap(inner: Model) -> Model:
+        return inner if isinstance(inner, RecordedModel) else RecordedModel(inner, tap)
+
+    return copy_agent_graph(agent, {}, wrap_model=wrap), {**kwargs, "run_config": config}

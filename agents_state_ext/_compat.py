@@ -247,14 +247,15 @@ class ModelHooks:
     The run loop calls ``_cleanup_on_run_end(owner)`` on the model when a run ends, and the SDK's
     prompt-cache-key resolver reads ``_supports_default_prompt_cache_key()``. A subclass
     implements the public-named :meth:`release_run` and :meth:`sends_default_prompt_cache_key`
-    instead, so the private names stay in this module. List it before ``Model`` in the bases.
+    instead, and gets the private names as aliases of its own two methods when the class is
+    made, so the private names stay in this module and the SDK calls the subclass directly.
+    List it before ``Model`` in the bases.
     """
 
-    async def _cleanup_on_run_end(self, owner: object) -> None:
-        await self.release_run(owner)
-
-    def _supports_default_prompt_cache_key(self) -> bool:
-        return self.sends_default_prompt_cache_key()
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        setattr(cls, "_cleanup_on_run_end", cls.release_run)  # noqa: B010 (a private name)
+        setattr(cls, "_supports_default_prompt_cache_key", cls.sends_default_prompt_cache_key)  # noqa: B010
 
     async def release_run(self, owner: object) -> None:
         """The SDK run ``owner`` ended: release what the model held for it."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agents import Agent, Handoff, RunConfig
 
-from ._validation import walk_agents
+from ._binding import walk_agents
 from .errors import HandoffFilterError, NestedHistoryDisabledWarning
 
 if TYPE_CHECKING:

@@ -118,13 +118,15 @@ class RequestCall:
         lifecycle.requests.append(self.record)
 
     def succeed(self, response_id: str | None, output: list[Any]) -> None:
-        """The server answered: its input and ``output`` are acknowledged."""
+        """The server answered: its input and ``output`` are acknowledged.
+
+        The caller then tells the lifecycle (``decided()``): a later request decides afresh.
+        """
         if self.done:
             return
         self.done = True
         self.record.response_id = response_id
         self.lifecycle.tracker.acknowledge(response_id, output, consumed=self.replaced)
-        self.lifecycle.decided()
 
     def withdraw(self, error: BaseException) -> None:
         """The request never went out (a checkpoint before it failed): rewind it, unlogged."""

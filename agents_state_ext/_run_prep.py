@@ -13,10 +13,11 @@ from typing import Any
 from agents import Agent, RunConfig, RunState
 
 from . import _compat
+from ._binding import walk_agents
 from ._handoffs import HandoffDowngrade, guard_handoffs, warn_nesting_disabled
 from ._run_config import as_run_config
 from ._tracker import ServerConversationTracker
-from ._validation import validate_run_settings, walk_agents
+from ._validation import validate_run_settings
 from .owners import Owner
 
 __all__ = ["OWNER_KWARGS", "ledger_snapshot", "prepare_run", "refresh_paused_agent"]

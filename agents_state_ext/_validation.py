@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, Handoff, RunConfig, RunState
+from agents import Agent, RunConfig, RunState
 from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 
 from . import _compat
+from ._binding import walk_agents
 from ._items import keys
 from ._model import TrackedModel
 from .errors import MixedStateOwnerError
@@ -150,22 +150,6 @@ def _check_run_state_ids(
                 f"the explicitly given {name}={given!r}",
                 "Resume with the RunState's own ids (pass none), or start a new run.",
             )
-
-
-def walk_agents(agent: Agent[Any]) -> Iterator[Agent[Any]]:
-    """Every agent reachable by handoff from ``agent``, each once (cycles handled)."""
-    seen: set[int] = set()
-    stack = [agent]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        for entry in current.handoffs:
-            target = _compat.handoff_target(entry) if isinstance(entry, Handoff) else entry
-            if isinstance(target, Agent):
-                stack.append(target)
 
 
 def _models(

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agents.tool import Tool
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 
-__all__ = ["ModelCall", "WrappedModel", "WrappedProvider"]
+__all__ = ["ModelCall", "WrappedModel", "WrappedProvider", "release_inner"]
 
 
 class ModelCall(NamedTuple):
@@ -152,15 +152,26 @@ class WrappedModel(_compat.ModelHooks, Model):
 
     async def release_run(self, owner: object) -> None:
         """The SDK run ``owner`` ended: the wrapped model's cleanup runs."""
-        await _compat.cleanup_on_run_end(self.inner, owner)
+        await release_inner(self.inner, owner)
 
     def sends_default_prompt_cache_key(self) -> bool:
         """As the wrapped model would."""
-        return _compat.supports_default_prompt_cache_key(self.inner)
+        inner = self.inner
+        if isinstance(inner, WrappedModel):
+            return inner.sends_default_prompt_cache_key()
+        return _compat.supports_default_prompt_cache_key(inner)
 
     async def close(self) -> None:
         """Close the wrapped model."""
         await self.inner.close()
+
+
+async def release_inner(inner: Model, owner: object) -> None:
+    """Tell ``inner`` the SDK run ``owner`` ended (a wrapped model directly, else as the SDK)."""
+    if isinstance(inner, WrappedModel):
+        await inner.release_run(owner)
+    else:
+        await _compat.cleanup_on_run_end(inner, owner)
 
 
 class WrappedProvider(ModelProvider):

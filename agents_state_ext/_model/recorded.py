@@ -17,7 +17,7 @@ from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
 
 from .base import ModelCall, WrappedModel, WrappedProvider
-from .wire import RequestTap, WireRequest, wire_request
+from .wire import RequestTap, wire_request
 
 if TYPE_CHECKING:
     from agents.items import TResponseStreamEvent
@@ -37,7 +37,14 @@ class RecordedModel(WrappedModel):
         self.tap = tap
 
     def _saw(self, call: ModelCall, streamed: bool) -> int:
-        return self.tap.saw(functools.partial(_described, self.inner, call, streamed))
+        return self.tap.saw(
+            functools.partial(
+                wire_request, self.inner, call.system_instructions, call.input,
+                call.model_settings, call.tools, call.output_schema, call.handoffs,
+                previous_response_id=call.previous_response_id,
+                conversation_id=call.conversation_id, prompt=call.prompt, streamed=streamed,
+            )
+        )  # fmt: skip
 
     async def _respond(self, call: ModelCall) -> ModelResponse:
         """Note the request, send it with the request id header, note the server's id."""
@@ -58,15 +65,6 @@ class RecordedModel(WrappedModel):
                 # The openai client puts the x-request-id header on the response objects.
                 self.tap.answered(index, getattr(response, "_request_id", None))
             yield event
-
-
-def _described(model: Model, call: ModelCall, streamed: bool) -> WireRequest:
-    """The :class:`WireRequest` of ``call`` as ``model`` sends it (before the header)."""
-    return wire_request(
-        model, call.system_instructions, call.input, call.model_settings, call.tools,
-        call.output_schema, call.handoffs, previous_response_id=call.previous_response_id,
-        conversation_id=call.conversation_id, prompt=call.prompt, streamed=streamed,
-    )  # fmt: skip
 
 
 class RecordedModelProvider(WrappedProvider):

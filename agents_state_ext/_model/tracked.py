@@ -25,7 +25,7 @@ from .._run import RunLifecycle
 from .._stored import completed_event, stored_response
 from .._tracker import ServerConversationTracker
 from ..errors import MixedStateOwnerError
-from .base import ModelCall, WrappedModel, WrappedProvider
+from .base import ModelCall, WrappedModel, WrappedProvider, release_inner
 from .recorded import innermost
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class TrackedModel(WrappedModel):
     async def release_run(self, owner: object) -> None:
         """The SDK run ``owner`` ended: release its claim on the ledger, then the inner model's."""
         self.lifecycle.release(owner)
-        await _compat.cleanup_on_run_end(self.inner, owner)
+        await release_inner(self.inner, owner)
 
     def sends_default_prompt_cache_key(self) -> bool:
         """Never: the SDK's default key is new every run; one per conversation is set instead."""
@@ -210,6 +210,7 @@ def _succeed(call: RequestCall, response_id: str | None, output: list[Any], mode
         call.fail(None)
         raise _no_response_id(model)
     call.succeed(response_id, output)
+    call.lifecycle.decided()
 
 
 async def _checkpoint_before(call: RequestCall) -> None:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, RunConfig
+from agents import Agent
 from agents.models import get_default_model
-from agents.models.interface import Model
 from agents.result import RunResultBase
 
 from .._attempts import AttemptDiff, AttemptRecord, explain, part_digest
-from .._binding import copy_agent_graph
+from .._binding import recorded
 from .._graph import ConversationGraph
-from .._model import RecordedModel, RecordedModelProvider, RequestTap, tools_digest
+from .._model import RequestTap, tools_digest
 from .._nodes import Node
 from .._state import ConversationState
 from .._status import FINAL
@@ -142,29 +141,6 @@ def usage(result: RunResultBase) -> dict[str, int]:
 
 
 # -- what crossed the wire ---------------------------------------------------------------------
-
-
-def recorded(
-    agent: Agent[Any], kwargs: Mapping[str, Any], tap: RequestTap
-) -> tuple[Agent[Any], dict[str, Any]]:
-    """``agent``'s graph and the run's kwargs with every model reporting to ``tap``.
-
-    Models named by string go through the run config's provider, wrapped; ``Model`` instances
-    (the run config's, each agent's, handoff targets') are wrapped in a copy of the graph.
-    """
-    config = kwargs.get("run_config") or RunConfig()
-    provider = config.model_provider
-    if not isinstance(provider, RecordedModelProvider):
-        provider = RecordedModelProvider(provider, tap)
-    model = config.model
-    if isinstance(model, Model) and not isinstance(model, RecordedModel):
-        model = RecordedModel(model, tap)
-    config = dataclasses.replace(config, model=model, model_provider=provider)
-
-    def wrap(inner: Model) -> Model:
-        return inner if isinstance(inner, RecordedModel) else RecordedModel(inner, tap)
-
-    return copy_agent_graph(agent, {}, wrap_model=wrap), {**kwargs, "run_config": config}
 
 
 def note_requests(record: AttemptRecord, tap: RequestTap) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents import Agent, RunConfig
 
+from .._binding import walk_agents
 from .._carry import carry_reasoning
 from .._filters import tracked_input_filter
-from .._validation import walk_agents
 
 if TYPE_CHECKING:
     from agents.memory import Session
