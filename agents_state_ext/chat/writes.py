@@ -30,13 +30,12 @@ attempt does not stay in flight in the store when the handle is never used again
 registry of server conversations (:meth:`~.held.Held.save_servers`) is stored first in every
 commit, so no stored node names a server conversation the stored registry does not know about.
 
-A lost compare-and-set re-reads the store (:meth:`Writes.reload`). Attempts this handle ran
-that had already ended in memory (queued with ``keep``) are stored first, over their stored
-version and off the branch the other handle made active, so no attempt stays in flight in the
-store because another handle won a race. Anything else queued is dropped: nothing of it was
-stored, and its owner gets ``ConcurrentUpdateError``. When storing those ends fails too (the
-store went down again in between), they wait in the queue for the next try: a start stored
-though its commit was reported failed is never left ``queued`` for good.
+A lost compare-and-set re-reads the store (:meth:`Writes.reload`), storing first the attempts
+this handle ran and ended in memory (queued with ``keep``) over their stored versions, off the
+branch the other handle made active (:mod:`.late_ends`). Anything else queued is dropped:
+nothing of it was stored, and its owner gets ``ConcurrentUpdateError``. When storing those ends
+fails too (the store went down again in between), they wait in the queue for the next try: a
+start stored though its commit was reported failed is never left ``queued`` for good.
 
 ``open_conversation`` stores first what other handles of the chat in this process hold ended
 but unstored (:mod:`.peers`): a user who gave up on a handle whose commit failed and opened
@@ -46,25 +45,23 @@ the chat again finds the attempt final, not in flight.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._attempts import AttemptRecord
 from .._graph import ConversationGraph
-from .._nodes import Node
 from .._status import ENDED
-from ..errors import ConcurrentUpdateError, FencedOutError, NodeNotFoundError
+from ..errors import ConcurrentUpdateError, FencedOutError
 from ..types import AttemptStatus
-from .commits import Found, copy_node, copy_record, load_graph, settled, store_in_place, uncancelled
+from .commits import copy_node, copy_record, load_graph, uncancelled
 from .guard import fence_args
 from .held import Handle, Held, Running
+from .late_ends import store_late_ends
 from .peers import register
 from .rules import PART_PREFIX, mark
 
 __all__ = ["ENDED", "Writes"]
 
-_SETTLE_TRIES = 5  # compare-and-set rounds to store ended attempts against a busy store
 _RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0)  # seconds before each try of an end again
 
 
@@ -386,8 +383,9 @@ class Writes(Held):
         for record in ended:
             del self._queue[record.attempt_id]
             self._keep.discard(record.attempt_id)
+        deps = self._deps
         try:
-            await self._store_in_place(ended)
+            await store_late_ends(deps.store, deps.id, self.graph, ended, guard=self.guard)
         except FencedOutError:
             raise  # another worker drives the chat: what it stored stands
         except BaseException:
@@ -398,41 +396,3 @@ class Writes(Held):
                     self._queue[record.attempt_id] = record
                     self._keep.add(record.attempt_id)
             raise
-
-    async def _store_in_place(self, ended: list[AttemptRecord]) -> None:
-        deps = self._deps
-        finals = [
-            (copy_node(self.graph.get(r.message_id)), copy_record(r))
-            for r in ended
-            if r.message_id in self.graph
-        ]
-        store = deps.store
-
-        async def read() -> Found:
-            head = await store.get_head(deps.id)
-            nodes: list[Node] = []
-            records: list[AttemptRecord] = []
-            for final, record in finals:
-                try:
-                    stored = await store.get_node(deps.id, final.id)
-                except NodeNotFoundError:
-                    continue  # never stored: nothing of the attempt reached the store
-                node = settled(final, stored)
-                nodes.extend([node] if node is not None else [])
-                by = stored.meta.get("invalidated_by") if stored.status == "invalid" else None
-                if isinstance(by, str) and record.invalidated_by is None:
-                    # an edit on another handle invalidated it while it ran: say so, keep status
-                    record.invalidated_by, record.invalidated_at = by, time.time()
-                records.append(record)
-            return head, nodes, records
-
-        def gave_up() -> str:
-            ids = ", ".join(final.id for final, _ in finals)
-            return (
-                f"attempts {ids} ended, but chat {deps.id} kept changing under them in "
-                f"{_SETTLE_TRIES} tries; they could not be stored"
-            )
-
-        await store_in_place(
-            store, deps.id, read, guard=self.guard, tries=_SETTLE_TRIES, gave_up=gave_up
-        )
