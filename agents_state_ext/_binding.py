@@ -39,6 +39,9 @@ def copy_agent_graph(
     # A plain shallow copy, like Agent.clone() but without re-running the constructor's
     # validation of every field on each run: the original was validated when it was built.
     copy = _copy.copy(agent)
+    # The SDK shows the app's agent for the copy (approvals, tool callbacks); results and
+    # RunStates are given it back after the run (see ConversationState.run).
+    _compat.tag_public_agent(copy, _compat.public_agent(agent))
     model = agent.model
     if wrap_model is not None and isinstance(model, Model):
         copy.model = wrap_model(model)

@@ -18,12 +18,12 @@ from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
-from agents import Handoff, OpenAIResponsesModel, RunState
+from agents import Agent, Handoff, OpenAIResponsesModel, RunState, _public_agent
 from agents import __version__ as _sdk_version
 from agents.models import _retry_runtime, _run_context
 from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
-from agents.result import RunResultStreaming
+from agents.result import RunResult, RunResultBase, RunResultStreaming
 from agents.run_internal import items as _run_items
 from agents.run_internal import oai_conversation as _oai_conversation
 from agents.run_internal import prompt_cache_key as _prompt_cache_key
@@ -42,15 +42,22 @@ __all__ = [
     "current_run_owner",
     "handoff_target",
     "inner_openai_client",
+    "pending_approvals",
     "provider_retries_disabled",
+    "public_agent",
     "repair_turn_count",
     "run_state_agent",
+    "run_state_agents",
     "run_state_ids",
     "run_state_is_chained",
     "sdk_deduplicate_input_items",
     "sdk_server_conversation_tracker",
+    "set_run_state_agents",
+    "show_item_agents",
+    "show_public_agents",
     "stored_stream_exception",
     "supports_default_prompt_cache_key",
+    "tag_public_agent",
 ]
 
 SDK_VERSION: str = _sdk_version
@@ -87,6 +94,14 @@ PRIVATE_NAMES: tuple[tuple[ModuleType | type, str], ...] = (
     (RunState, "_model_responses"),
     (RunState, "_current_turn"),
     (RunState, "_current_agent"),  # the agent Runner resumes a RunState with
+    (RunState, "_current_step"),  # a paused run's step: its pending approvals
+    (RunState, "_starting_agent"),  # the root of the graph a RunState resolves agents in
+    (RunResult, "_last_agent"),
+    (RunResultBase, "_starting_agent_for_state"),  # the root ``to_state()`` gives a RunState
+    (RunResultStreaming, "_state"),  # a streamed run's own RunState: ``to_state()`` reads its root
+    # The identity the SDK shows for an execution copy (approval keys, tool callbacks).
+    (_public_agent, "set_public_agent"),
+    (_public_agent, "get_public_agent"),
     (Handoff, "_agent_ref"),
     # Only bench/ uses these two: the SDK's own ledger, the anchor the benchmarks compare with.
     (_oai_conversation, "OpenAIServerConversationTracker"),
@@ -217,6 +232,85 @@ def run_state_agent(run_state: RunState[Any]) -> Any:
     if current is not None and not isinstance(getattr(current, "name", None), str):
         raise _broken(_label(RunState, "_current_agent"), "holds no agent")
     return current
+
+
+def run_state_agents(run_state: RunState[Any]) -> tuple[Any, Any]:
+    """The agent ``run_state`` resumes with and the root of its graph (None when unset)."""
+    starting = _read(run_state, RunState, "_starting_agent")
+    if starting is not None and not isinstance(starting, Agent):
+        raise _broken(_label(RunState, "_starting_agent"), "holds no agent")
+    return run_state_agent(run_state), starting
+
+
+def set_run_state_agents(run_state: RunState[Any], current: Any, starting: Any) -> None:
+    """Make ``run_state`` resume with ``current``, resolving agents from ``starting``."""
+    run_state_agents(run_state)  # checks both names are there and hold agents
+    run_state._current_agent = current
+    run_state._starting_agent = starting
+
+
+def pending_approvals(run_state: RunState[Any]) -> list[Any]:
+    """The approval items ``run_state`` waits on, the live ones (``get_interruptions()`` copies).
+
+    A resumed run matches each to the agent it resumes with by identity.
+    """
+    step = _read(run_state, RunState, "_current_step")
+    items = getattr(step, "interruptions", None) if step is not None else None
+    if items is None:
+        return []
+    return list(_typed(items, list, RunState, "_current_step"))
+
+
+def tag_public_agent(copy: Agent[Any], original: Agent[Any]) -> None:
+    """Make the SDK show ``original`` where it shows the agent of a run of ``copy``.
+
+    The SDK tags its own execution copies this way; from 0.24 approvals are keyed by the
+    tagged agent, so a decision made on a run of one copy holds for a run of another.
+    """
+    _function(_public_agent, "set_public_agent")(copy, original)
+    if public_agent(copy) is not original:
+        raise _broken(_label(_public_agent, "set_public_agent"), "does not tag the copy")
+
+
+def public_agent(agent: Any) -> Any:
+    """The app's agent that ``agent`` (a copy tagged by :func:`tag_public_agent`) stands for."""
+    if not isinstance(agent, Agent):
+        return agent
+    return _function(_public_agent, "get_public_agent")(agent)
+
+
+def show_public_agents(result: RunResult | RunResultStreaming) -> None:
+    """Make ``result`` show the app's agents, not the copies the run went through.
+
+    ``last_agent`` and the root ``to_state()`` gives its RunState (a streamed run's own
+    RunState included) become the agents the copies stand for; a RunState the app passed in
+    is left to the caller (see :func:`set_run_state_agents`).
+    """
+    for item in [*result.new_items, *result.interruptions]:
+        show_item_agents(item, public_agent)
+    if isinstance(result, RunResultStreaming):
+        result.current_agent = public_agent(result.current_agent)
+        state = _read(result, RunResultStreaming, "_state")
+        if state is not None:
+            current, starting = run_state_agents(
+                _typed(state, RunState, RunResultStreaming, "_state")
+            )
+            set_run_state_agents(state, public_agent(current), public_agent(starting))
+    else:
+        last = _read(result, RunResult, "_last_agent")
+        if last is not None:
+            result._last_agent = public_agent(last)
+    starting = _read(result, RunResultBase, "_starting_agent_for_state")
+    if starting is not None:
+        result._starting_agent_for_state = public_agent(starting)
+
+
+def show_item_agents(item: Any, mapping: Callable[[Any], Any]) -> None:
+    """Replace the agents a run item names (public fields) by what ``mapping`` gives."""
+    for name in ("agent", "source_agent", "target_agent"):
+        found = getattr(item, name, None)
+        if isinstance(found, Agent):
+            setattr(item, name, mapping(found))
 
 
 def handoff_target(handoff: Handoff[Any, Any]) -> object | None:

@@ -93,10 +93,11 @@ async def load_state(
     _restore_partial(state, payload.get("partial"))
     lifecycle = state.lifecycle
     run_json = payload["run_state"]
-    bound = state.bind_graph(agent)[0]
     extra = {"context_deserializer": context_deserializer} if context_deserializer else {}
     try:
-        run_state = await RunState.from_json(bound, run_json, **extra)
+        # The RunState holds the app's agents, as after a run (its approvals are owned by them);
+        # a run resuming it goes through bound copies (see _run_prep.resume_on_copies).
+        run_state = await RunState.from_json(agent, run_json, **extra)
     except Exception as exc:  # the SDK raises many kinds (even RuntimeError) for a bad RunState
         raise StateBlobError(f"the blob's RunState cannot be restored: {exc}") from exc
     try:

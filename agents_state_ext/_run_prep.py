@@ -2,12 +2,11 @@
 
 :func:`prepare_run` is what ``ConversationState.run`` and ``run_streamed`` do before they call
 ``Runner`` (both the same way); :func:`ledger_snapshot` keeps the ledger for an input
-guardrail's undo; :func:`refresh_paused_agent` gives a resumed RunState the app's agent as it is.
+guardrail's undo; :func:`resume_on_copies` points a resumed RunState at this run's bound copies.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from agents import Agent, RunConfig, RunState
@@ -20,7 +19,7 @@ from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings
 from .owners import Owner
 
-__all__ = ["OWNER_KWARGS", "ledger_snapshot", "prepare_run", "refresh_paused_agent"]
+__all__ = ["OWNER_KWARGS", "ledger_snapshot", "prepare_run", "resume_on_copies"]
 
 OWNER_KWARGS = ("previous_response_id", "auto_previous_response_id", "conversation_id", "session")
 """Runner keyword arguments that would make the SDK a second owner of the state."""
@@ -68,7 +67,7 @@ def prepare_run(
     owner.prepare(config, agent, input)  # this run's own copy
     bound, graph = owner.bind_graph(agent, config.model_provider)
     if isinstance(input, RunState) and bound is not agent:
-        graph |= refresh_paused_agent(input, agent, bound)
+        graph |= resume_on_copies(owner, input, bound, config.model_provider)
     return bound, graph, kwargs
 
 
@@ -87,22 +86,32 @@ def ledger_snapshot(
     return tracker.to_dict()
 
 
-def refresh_paused_agent(
-    run_state: RunState[Any], agent: Agent[Any], bound: Agent[Any]
+def resume_on_copies(
+    owner: Owner, run_state: RunState[Any], bound: Agent[Any], run: object
 ) -> set[int]:
-    """Give the agent a RunState resumes with the app's agent as it is now; its id, if changed.
+    """Make ``run_state`` resume on the copies of the app's agents bound for this run.
 
-    A run of a bound graph pauses holding a copy made for it, and the SDK resumes with that
-    copy (whose identity the RunState's approvals refer to). Tools, hooks, guardrails or
-    ``tool_use_behavior`` set on the app's agent since then are copied onto it, with the model
-    and handoffs bound for this run, so the resumed run uses them as the SDK alone would.
+    A RunState holds the app's agents (``ConversationState.run`` gives them back after a
+    run); the run goes through fresh copies of them, so what the app set on its agents while
+    paused is used, as the SDK alone would. An agent outside this run's graph gets a bound
+    graph of its own. Returns the ids of the copies made beside ``bound``'s.
     """
-    paused = _compat.run_state_agent(run_state)
-    if paused is None or any(paused is original for original in walk_agents(agent)):
-        return set()
-    fresh = next((a for a in walk_agents(bound) if a.name == paused.name), None)
-    if fresh is None or fresh is paused:
-        return set()
-    for field in dataclasses.fields(fresh):
-        setattr(paused, field.name, getattr(fresh, field.name))
-    return {id(paused)}
+    current, starting = _compat.run_state_agents(run_state)
+    copies = {id(_compat.public_agent(copy)): copy for copy in walk_agents(bound)}
+    made: set[int] = set()
+
+    def copy_of(original: Any) -> Any:
+        if original is None:
+            return None
+        found = copies.get(id(_compat.public_agent(original)))
+        if found is None:
+            found, ids = owner.bind_graph(original, run)
+            made.update(ids)
+            copies.update({id(_compat.public_agent(c)): c for c in walk_agents(found)})
+        return found
+
+    _compat.set_run_state_agents(run_state, copy_of(current), copy_of(starting))
+    # The SDK resumes an approval only when its item names the agent it resumes with.
+    for item in _compat.pending_approvals(run_state):
+        _compat.show_item_agents(item, copy_of)
+    return made

@@ -194,7 +194,12 @@ class ConversationState(_StateView):
         )
         snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
         if lifecycle is None:
-            return await Runner.run(bound, input, **kwargs)
+            outcome: RunResult | None = None
+            try:
+                outcome = await Runner.run(bound, input, **kwargs)
+                return outcome
+            finally:
+                _show_app_agents(input, outcome)
         lifecycle.begin(input, graph)
         result: RunResult | None = None
         error: BaseException | None = None
@@ -209,6 +214,7 @@ class ConversationState(_StateView):
             raise
         finally:
             lifecycle.end(result, error)
+            _show_app_agents(input, result)
 
     def run_streamed(
         self, agent: Agent[Any], input: Any, **runner_kwargs: Any
@@ -222,16 +228,23 @@ class ConversationState(_StateView):
         )
         snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
         if lifecycle is None:
-            return Runner.run_streamed(bound, input, **kwargs)
+            try:
+                result = Runner.run_streamed(bound, input, **kwargs)
+            except BaseException:
+                _show_app_agents(input, None)
+                raise
+            return _when_finished(result, lambda _: _show_app_agents(input, result))
         lifecycle.begin(input, graph)
         try:
             result = Runner.run_streamed(bound, input, **kwargs)
         except BaseException as exc:
             lifecycle.end(None, exc)
+            _show_app_agents(input, None)
             raise
         task = result.run_loop_task
         if task is None:
             lifecycle.end(result)
+            _show_app_agents(input, result)
             return result
 
         def finished(_: object) -> None:
@@ -239,6 +252,7 @@ class ConversationState(_StateView):
             if not task.cancelled() and task.exception() is not None:
                 error = task.exception()
             lifecycle.end(result, error)
+            _show_app_agents(input, result)
 
         task.add_done_callback(finished)
         # Only once the app sees the tripwire is the input rejected (see _rejection).
@@ -361,6 +375,33 @@ class ConversationState(_StateView):
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
+
+
+def _show_app_agents(input: Any, result: RunResult | RunResultStreaming | None) -> None:
+    """Give the app its own agents back, where a run of bound copies left them.
+
+    ``result`` (when there is one) shows the app's agents as ``last_agent`` /
+    ``current_agent``, and its ``to_state()`` holds them; so does a RunState the run resumed.
+    """
+    if result is not None:
+        _compat.show_public_agents(result)
+    if isinstance(input, RunState):
+        current, starting = _compat.run_state_agents(input)
+        _compat.set_run_state_agents(
+            input, _compat.public_agent(current), _compat.public_agent(starting)
+        )
+        for item in _compat.pending_approvals(input):
+            _compat.show_item_agents(item, _compat.public_agent)
+
+
+def _when_finished(result: RunResultStreaming, callback: Any) -> RunResultStreaming:
+    """``result``, with ``callback`` called once its run loop is over."""
+    task = result.run_loop_task
+    if task is None:
+        callback(None)
+    else:
+        task.add_done_callback(callback)
+    return result
 
 
 class ServerConversationState(ConversationState):

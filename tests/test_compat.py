@@ -306,3 +306,74 @@ async def test_a_run_state_resumes_with_the_agent_it_holds(mock: MockResponsesAP
     paused._current_agent = "a"  # type: ignore[assignment]
     with pytest.raises(_compat.SDKContractError, match=r"RunState\._current_agent holds no"):
         _compat.run_state_agent(paused)
+
+
+def test_a_tagged_copy_stands_for_the_public_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Agent(name="a")
+    copy = original.clone()
+    _compat.tag_public_agent(copy, original)
+    name = "agents._public_agent.set_public_agent"
+    assert _compat.public_agent(copy) is original, broken(name, "does not tag the copy")
+    assert _compat.public_agent(original) is original
+    from agents import _public_agent
+
+    monkeypatch.setattr(_public_agent, "set_public_agent", lambda copy, original: copy)
+    with pytest.raises(_compat.SDKContractError, match=r"set_public_agent does not tag"):
+        _compat.tag_public_agent(original.clone(), original)
+
+
+@STREAMED
+async def test_results_and_run_states_name_the_agents_compat_maps(
+    mock: MockResponsesAPI, streamed: bool
+) -> None:
+    ran: list[str] = []
+    seen_by_tool: list[object] = []
+
+    def enabled(context: Any, agent: Any) -> bool:
+        seen_by_tool.append(agent)
+        return True
+
+    @function_tool(needs_approval=True, is_enabled=enabled)
+    def act() -> str:
+        """Act."""
+        ran.append("act")
+        return "acted"
+
+    app = Agent(name="a", model=mock.model("gpt-4.1"), tools=[act])
+    copy = app.clone()
+    _compat.tag_public_agent(copy, app)
+
+    async def run(agent: Agent[Any], input: Any) -> Any:
+        if not streamed:
+            return await Runner.run(agent, input)
+        result = Runner.run_streamed(agent, input)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    mock.enqueue(Reply.tool_call("act", {}, call_id="call_1"), Reply.text("done"))
+    paused = await run(copy, "go")
+    assert seen_by_tool[-1] is app, broken("set_public_agent", "is not what tools are shown")
+    assert paused.last_agent is copy
+    _compat.show_public_agents(paused)
+    assert paused.last_agent is app, broken("RunResult._last_agent", "is not the last agent")
+    assert all(item.agent is app for item in paused.new_items)
+    run_state = paused.to_state()
+    name = "RunResultBase._starting_agent_for_state"
+    current, starting = _compat.run_state_agents(run_state)
+    if streamed:
+        name = "RunResultStreaming._state"
+    assert current is app and starting is app, broken(name, "is not the root")
+    approvals = _compat.pending_approvals(run_state)
+    name = "RunState._current_step"
+    assert [item.raw_item.call_id for item in approvals] == ["call_1"], broken(name, "holds none")
+    # Resumed on another copy: the RunState and its approvals name it; the decision holds.
+    run_state.approve(run_state.get_interruptions()[0])
+    other = app.clone()
+    _compat.tag_public_agent(other, app)
+    _compat.set_run_state_agents(run_state, other, other)
+    for item in approvals:
+        _compat.show_item_agents(item, lambda _: other)
+    result = await run(app, run_state)
+    assert ran == ["act"] and result.final_output == "done", broken(name, "is not resumed")
+    assert result.last_agent is other, broken("RunState._current_agent", "is not resumed with")
