@@ -5,15 +5,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from soak import outage
 from soak.outage import FaultProxy, free_port
 
-__all__ = ["FaultProxy", "Postgres", "ProxyOutage", "Redis", "free_port", "running_postgres"]
+__all__ = [
+    "FaultProxy",
+    "Postgres",
+    "ProxyOutage",
+    "Redis",
+    "free_port",
+    "postgres_store",
+    "proxied",
+    "running_postgres",
+]
 
 
 class Postgres(outage.Postgres):
@@ -55,3 +65,25 @@ def running_postgres() -> Iterator[Postgres]:
     server.start()
     yield server
     server.stop()
+
+
+async def proxied(port: int) -> AsyncIterator[FaultProxy]:
+    """A fault proxy in front of ``port``, closed after (the body of a fixture)."""
+    proxy = await FaultProxy(port).start()
+    try:
+        yield proxy
+    finally:
+        await proxy.aclose()
+
+
+async def postgres_store(proxy: FaultProxy, **options: Any) -> AsyncIterator[Any]:
+    """A ``PostgresStore`` through ``proxy`` (``options`` go to ``connect``), closed after."""
+    from agents_state_ext.stores.postgres import PostgresStore
+
+    url = proxy.proxied("postgresql://postgres@127.0.0.1:1/postgres")
+    store = await PostgresStore.connect(url, **options)
+    try:
+        yield store
+    finally:
+        proxy.heal()
+        await store.aclose()

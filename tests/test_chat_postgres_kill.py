@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _outage import FaultProxy, Postgres, running_postgres
+from _outage import FaultProxy, Postgres, postgres_store, proxied, running_postgres
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import open_conversation
@@ -97,19 +97,15 @@ async def _kill_during_commits(postgres: Postgres, proxy: FaultProxy, done: asyn
 
 @pytest.fixture
 async def proxy(postgres: Postgres) -> AsyncIterator[FaultProxy]:
-    proxy = await FaultProxy(postgres.port).start()
-    yield proxy
-    await proxy.aclose()
+    async for made in proxied(postgres.port):
+        yield made
 
 
 @pytest.fixture
 async def store(proxy: FaultProxy) -> AsyncIterator[Any]:
-    from agents_state_ext.stores.postgres import PostgresStore
-
-    url = proxy.proxied("postgresql://postgres@127.0.0.1:1/postgres")
-    store = await PostgresStore.connect(url, max_size=8, timeout=5, statement_timeout=5)
-    yield store
-    await store.aclose()
+    options = {"max_size": 8, "timeout": 5, "statement_timeout": 5}
+    async for made in postgres_store(proxy, **options):
+        yield made
 
 
 async def test_after_kills_mid_commit_every_attempt_is_final_and_node_and_record_agree(

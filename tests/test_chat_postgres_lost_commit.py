@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from _outage import FaultProxy, Postgres, running_postgres
+from _outage import FaultProxy, Postgres, postgres_store, proxied, running_postgres
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import ConcurrentUpdateError, StoreUnavailableError, open_conversation
@@ -68,19 +68,15 @@ class KillBefore:
 
 @pytest.fixture
 async def proxy(postgres: Postgres) -> AsyncIterator[FaultProxy]:
-    proxy = await FaultProxy(postgres.port).start()
-    yield proxy
-    await proxy.aclose()
+    async for made in proxied(postgres.port):
+        yield made
 
 
 @pytest.fixture
 async def store(proxy: FaultProxy) -> AsyncIterator[Any]:
-    from agents_state_ext.stores.postgres import PostgresStore
-
-    url = proxy.proxied("postgresql://postgres@127.0.0.1:1/postgres")
-    store = await PostgresStore.connect(url, max_size=4, timeout=TIMEOUT, statement_timeout=TIMEOUT)
-    yield store
-    await store.aclose()
+    options = {"max_size": 4, "timeout": TIMEOUT, "statement_timeout": TIMEOUT}
+    async for made in postgres_store(proxy, **options):
+        yield made
 
 
 async def bounded(waiting: Awaitable[Any], seconds: float = 30) -> Any:

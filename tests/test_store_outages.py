@@ -20,7 +20,7 @@ from uuid import uuid4
 
 import pytest
 from _asgi_client import ASGIClient
-from _outage import FaultProxy, Postgres, Redis, running_postgres
+from _outage import FaultProxy, Postgres, Redis, postgres_store, proxied, running_postgres
 from agents import Agent, set_tracing_disabled
 
 from agents_state_ext import InMemoryStore, StoreUnavailableError
@@ -49,14 +49,6 @@ def redis_server(tmp_path: Path) -> Iterator[Redis]:
 async def bounded(waiting: Any, seconds: float = 30) -> Any:
     """``waiting``, or a failure instead of a hung test."""
     return await asyncio.wait_for(waiting, seconds)
-
-
-async def proxied(port: int) -> AsyncIterator[FaultProxy]:
-    proxy = await FaultProxy(port).start()
-    try:
-        yield proxy
-    finally:
-        await proxy.aclose()
 
 
 @pytest.fixture
@@ -359,13 +351,9 @@ async def test_a_stop_routed_over_an_unreachable_stop_bus_is_503(
 
 @pytest.fixture
 async def pg_store(pg_proxy: FaultProxy) -> AsyncIterator[Any]:
-    from agents_state_ext.stores.postgres import PostgresStore
-
-    url = pg_proxy.proxied("postgresql://postgres@127.0.0.1:1/postgres")
-    store = await PostgresStore.connect(url, max_size=2, timeout=TIMEOUT, statement_timeout=TIMEOUT)
-    yield store
-    pg_proxy.heal()
-    await store.aclose()
+    options = {"max_size": 2, "timeout": TIMEOUT, "statement_timeout": TIMEOUT}
+    async for made in postgres_store(pg_proxy, **options):
+        yield made
 
 
 def _turn(parent: str | None, node_id: str) -> Any:
