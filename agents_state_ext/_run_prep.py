@@ -2,14 +2,17 @@
 
 :func:`prepare_run` is what ``ConversationState.run`` and ``run_streamed`` do before they call
 ``Runner`` (both the same way); :func:`ledger_snapshot` keeps the ledger for an input
-guardrail's undo; :func:`resume_on_copies` points a resumed RunState at this run's bound copies.
+guardrail's undo; :func:`resume_on_copies` points a resumed RunState at this run's bound copies,
+and :func:`show_app_agents` gives the app its own agents back after the run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, RunConfig, RunState
+from agents.result import RunResult, RunResultStreaming
 
 from . import _compat
 from ._binding import walk_agents
@@ -19,7 +22,13 @@ from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings
 from .owners import Owner
 
-__all__ = ["OWNER_KWARGS", "ledger_snapshot", "prepare_run", "resume_on_copies"]
+__all__ = [
+    "OWNER_KWARGS",
+    "ledger_snapshot",
+    "prepare_run",
+    "resume_on_copies",
+    "show_app_agents",
+]
 
 OWNER_KWARGS = ("previous_response_id", "auto_previous_response_id", "conversation_id", "session")
 """Runner keyword arguments that would make the SDK a second owner of the state."""
@@ -96,7 +105,6 @@ def resume_on_copies(
     paused is used, as the SDK alone would. An agent outside this run's graph gets a bound
     graph of its own. Returns the ids of the copies made beside ``bound``'s.
     """
-    current, starting = _compat.run_state_agents(run_state)
     copies = {id(_compat.public_agent(copy)): copy for copy in walk_agents(bound)}
     made: set[int] = set()
 
@@ -110,8 +118,31 @@ def resume_on_copies(
             copies.update({id(_compat.public_agent(c)): c for c in walk_agents(found)})
         return found
 
-    _compat.set_run_state_agents(run_state, copy_of(current), copy_of(starting))
+    _point_run_state(run_state, copy_of)
+    return made
+
+
+def show_app_agents(
+    copied: bool, input: Any, result: RunResult | RunResultStreaming | None
+) -> None:
+    """Give the app its own agents back where a run of bound copies left them (``copied``).
+
+    ``result`` (when there is one) shows the app's agents as ``last_agent`` /
+    ``current_agent``, and its ``to_state()`` holds them; so does a RunState the run resumed.
+    A run of the app's own agents (nothing copied) has nothing to give back.
+    """
+    if not copied:
+        return
+    if result is not None:
+        _compat.show_public_agents(result)
+    if isinstance(input, RunState):
+        _point_run_state(input, _compat.public_agent)
+
+
+def _point_run_state(run_state: RunState[Any], mapping: Callable[[Any], Any]) -> None:
+    """``run_state``'s current and starting agents, and its pending approvals' agents, mapped."""
+    current, starting = _compat.run_state_agents(run_state)
+    _compat.set_run_state_agents(run_state, mapping(current), mapping(starting))
     # The SDK resumes an approval only when its item names the agent it resumes with.
     for item in _compat.pending_approvals(run_state):
-        _compat.show_item_agents(item, copy_of)
-    return made
+        _compat.show_item_agents(item, mapping)

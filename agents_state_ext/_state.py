@@ -17,7 +17,7 @@ from ._rejection import reject_when_told
 from ._repairs import OpenCallsPolicy
 from ._run import RunLifecycle
 from ._run_config import as_run_config
-from ._run_prep import ledger_snapshot, prepare_run
+from ._run_prep import ledger_snapshot, prepare_run, show_app_agents
 from ._state_view import _StateView
 from ._tracker import ServerConversationTracker
 from ._validation import validate_run_settings
@@ -193,14 +193,9 @@ class ConversationState(_StateView):
             self._owner, self.downgrades, agent, input, runner_kwargs
         )
         snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
-        if lifecycle is None:
-            outcome: RunResult | None = None
-            try:
-                outcome = await Runner.run(bound, input, **kwargs)
-                return outcome
-            finally:
-                _show_app_agents(input, outcome)
-        lifecycle.begin(input, graph)
+        copied = bound is not agent
+        if lifecycle is not None:
+            lifecycle.begin(input, graph)
         result: RunResult | None = None
         error: BaseException | None = None
         try:
@@ -213,8 +208,9 @@ class ConversationState(_StateView):
             error = exc
             raise
         finally:
-            lifecycle.end(result, error)
-            _show_app_agents(input, result)
+            if lifecycle is not None:
+                lifecycle.end(result, error)
+            show_app_agents(copied, input, result)
 
     def run_streamed(
         self, agent: Agent[Any], input: Any, **runner_kwargs: Any
@@ -227,34 +223,33 @@ class ConversationState(_StateView):
             self._owner, self.downgrades, agent, input, runner_kwargs
         )
         snapshot = ledger_snapshot(self.tracker, bound, kwargs["run_config"])
-        if lifecycle is None:
-            try:
-                result = Runner.run_streamed(bound, input, **kwargs)
-            except BaseException:
-                _show_app_agents(input, None)
-                raise
-            return _when_finished(result, lambda _: _show_app_agents(input, result))
-        lifecycle.begin(input, graph)
+        copied = bound is not agent
+        if lifecycle is not None:
+            lifecycle.begin(input, graph)
         try:
             result = Runner.run_streamed(bound, input, **kwargs)
         except BaseException as exc:
-            lifecycle.end(None, exc)
-            _show_app_agents(input, None)
+            if lifecycle is not None:
+                lifecycle.end(None, exc)
+            show_app_agents(copied, input, None)
             raise
+
+        def finished(_: object = None) -> None:
+            if lifecycle is not None:
+                task = result.run_loop_task
+                error = _compat.stored_stream_exception(result)
+                if task is not None and not task.cancelled() and task.exception() is not None:
+                    error = task.exception()
+                lifecycle.end(result, error)
+            show_app_agents(copied, input, result)
+
         task = result.run_loop_task
         if task is None:
-            lifecycle.end(result)
-            _show_app_agents(input, result)
+            finished()
+        else:
+            task.add_done_callback(finished)
+        if lifecycle is None:
             return result
-
-        def finished(_: object) -> None:
-            error = _compat.stored_stream_exception(result)
-            if not task.cancelled() and task.exception() is not None:
-                error = task.exception()
-            lifecycle.end(result, error)
-            _show_app_agents(input, result)
-
-        task.add_done_callback(finished)
         # Only once the app sees the tripwire is the input rejected (see _rejection).
         reject_when_told(result, lambda: lifecycle.rewind(snapshot))
         return result
@@ -375,33 +370,6 @@ class ConversationState(_StateView):
 
     def __repr__(self) -> str:
         return f"ConversationState(strategy={self.strategy!r}, tracker={self.tracker!r})"
-
-
-def _show_app_agents(input: Any, result: RunResult | RunResultStreaming | None) -> None:
-    """Give the app its own agents back, where a run of bound copies left them.
-
-    ``result`` (when there is one) shows the app's agents as ``last_agent`` /
-    ``current_agent``, and its ``to_state()`` holds them; so does a RunState the run resumed.
-    """
-    if result is not None:
-        _compat.show_public_agents(result)
-    if isinstance(input, RunState):
-        current, starting = _compat.run_state_agents(input)
-        _compat.set_run_state_agents(
-            input, _compat.public_agent(current), _compat.public_agent(starting)
-        )
-        for item in _compat.pending_approvals(input):
-            _compat.show_item_agents(item, _compat.public_agent)
-
-
-def _when_finished(result: RunResultStreaming, callback: Any) -> RunResultStreaming:
-    """``result``, with ``callback`` called once its run loop is over."""
-    task = result.run_loop_task
-    if task is None:
-        callback(None)
-    else:
-        task.add_done_callback(callback)
-    return result
 
 
 class ServerConversationState(ConversationState):
