@@ -48,18 +48,25 @@ async def _run(state: ConversationState | None, agent: Agent[Any], input: Any, s
     return result
 
 
-@STRATEGIES
-@STREAMED
-async def test_a_resumed_run_uses_what_was_set_on_the_agent_while_it_was_paused(
-    mock: MockResponsesAPI, strategy: str, streamed: bool
-) -> None:
-    ran: list[str] = []
+def _wipe_tool(ran: list[str]) -> Any:
+    """A tool that needs approval and notes each path it wipes in ``ran``."""
 
     @function_tool(needs_approval=True)
     def wipe(path: str) -> str:
         """Wipe a path."""
         ran.append(path)
         return f"wiped {path}"
+
+    return wipe
+
+
+@STRATEGIES
+@STREAMED
+async def test_a_resumed_run_uses_what_was_set_on_the_agent_while_it_was_paused(
+    mock: MockResponsesAPI, strategy: str, streamed: bool
+) -> None:
+    ran: list[str] = []
+    wipe = _wipe_tool(ran)
 
     agent = Agent(name="a", model=mock.model(), tools=[wipe])
     state = _state(mock, strategy)
@@ -117,12 +124,7 @@ async def test_a_resumed_run_shows_the_apps_agent(
     mock: MockResponsesAPI, strategy: str, streamed: bool, round_trip: str
 ) -> None:
     ran: list[str] = []
-
-    @function_tool(needs_approval=True)
-    def wipe(path: str) -> str:
-        """Wipe a path."""
-        ran.append(path)
-        return f"wiped {path}"
+    wipe = _wipe_tool(ran)
 
     agent = Agent(name="a", model=mock.model(), tools=[wipe])
     state = _state(mock, strategy)
@@ -166,12 +168,7 @@ async def test_an_approval_made_before_a_restart_applies_to_the_rebuilt_agents(
 ) -> None:
     """After a restart the app builds its agents anew: one to load the blob, one to run it."""
     ran: list[str] = []
-
-    @function_tool(needs_approval=True)
-    def wipe(path: str) -> str:
-        """Wipe a path."""
-        ran.append(path)
-        return f"wiped {path}"
+    wipe = _wipe_tool(ran)
 
     def build() -> Agent[Any]:
         return Agent(name="a", model=mock.model(), tools=[wipe])

@@ -56,15 +56,18 @@ class GatedStore:
         return getattr(self.inner, name)
 
 
+def _options(mock: MockResponsesAPI) -> dict[str, Any]:
+    return {
+        "agent": Agent(name="assistant", model=mock.model("gpt-4.1")),
+        "counter": FixedTokenCounter(),
+    }
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_an_edit_while_a_failed_end_is_stored_again_keeps_the_end(
     streamed: bool, mock: MockResponsesAPI
 ) -> None:
-    store = GatedStore()
-    options: dict[str, Any] = {
-        "agent": Agent(name="assistant", model=mock.model("gpt-4.1")),
-        "counter": FixedTokenCounter(),
-    }
+    store, options = GatedStore(), _options(mock)
     chat = await open_conversation(store, strategy="replay", **options)
     await chat.send("one", stream=streamed)
     answered = chat.send("two", stream=streamed)
@@ -95,11 +98,7 @@ async def test_an_edit_while_a_failed_end_is_stored_again_keeps_the_end(
 async def test_an_edit_whose_start_fails_reading_what_it_invalidates_leaves_the_handle_usable(
     streamed: bool, mock: MockResponsesAPI
 ) -> None:
-    store = GatedStore()
-    options: dict[str, Any] = {
-        "agent": Agent(name="assistant", model=mock.model("gpt-4.1")),
-        "counter": FixedTokenCounter(),
-    }
+    store, options = GatedStore(), _options(mock)
     chat = await open_conversation(store, strategy="replay", **options)
     first = await chat.send("one", stream=streamed)
     store.failing_reads = 1
