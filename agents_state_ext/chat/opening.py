@@ -14,9 +14,9 @@ from .._state import StrategyName
 from .._tokens import MessageCounter
 from ..errors import ConversationNotFoundError, MixedStateOwnerError, StoredDataError
 from ..stores import ConversationStore
+from ..stores._token_counts import load_counts
 from .commits import commit_new, load_graph
 from .conversation import Conversation
-from .counts import load_counts
 from .forks import ServerConversations
 from .peers import store_left
 from .records import check_budget, check_prompt_version

@@ -30,7 +30,7 @@ from .._nodes import Node
 from .._state import ConversationState
 from .._status import IN_FLIGHT as _IN_FLIGHT
 from ..errors import ConcurrentUpdateError, InvalidTransitionError, StoreUnavailableError
-from .counts import save_counts
+from ..stores._token_counts import save_counts
 from .deps import Cancelled, ChatDeps, Completed, Failed, Outcome, Parked, Turn
 from .events import Events
 from .parking import begin as begin_resumed
