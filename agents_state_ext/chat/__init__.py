@@ -10,8 +10,8 @@ from .events import AttemptEvent
 from .forks import ServerConversations, marked_interrupted, update_stored
 from .guard import WriteGuard, fence_args
 from .opening import STRATEGIES, open_conversation
-from .records import check_budget
 from .replay import Replay, ReplayObstacle, ReplayReport
+from .rules import check_budget
 from .session import GraphSession
 
 __all__ = [

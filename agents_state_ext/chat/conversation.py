@@ -65,8 +65,9 @@ from .attempt import Attempt
 from .deps import ChatDeps
 from .guard import WriteGuard
 from .parking import drop
-from .records import check_budget, check_prompt_version, explained, model_name, read_part
+from .records import explained, model_name, read_part
 from .replay import Replay, start_replay
+from .rules import check_budget, check_prompt_version
 from .session import GraphSession
 from .strategies import strategy_for
 from .turn import check_idle, start

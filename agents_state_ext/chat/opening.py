@@ -19,7 +19,7 @@ from .commits import commit_new, load_graph
 from .conversation import Conversation
 from .forks import ServerConversations
 from .peers import store_left
-from .records import check_budget, check_prompt_version
+from .rules import check_budget, check_prompt_version
 
 __all__ = ["STRATEGIES", "open_conversation"]
 

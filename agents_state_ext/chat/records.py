@@ -12,15 +12,13 @@ from agents.models import get_default_model
 from agents.result import RunResultBase
 
 from .._attempts import AttemptDiff, AttemptRecord, explain, part_digest
-from .._binding import recorded
 from .._graph import ConversationGraph
 from .._model import RequestTap, tools_digest
 from .._nodes import Node
 from .._state import ConversationState
-from .._status import FINAL
 from .._tokens import counts_exactly
 from ..errors import AttemptNotFoundError
-from .rules import PART_PREFIX, check_budget, check_prompt_version, mark
+from .rules import PART_PREFIX
 
 if TYPE_CHECKING:
     from .deps import ChatDeps, Turn
@@ -28,21 +26,15 @@ if TYPE_CHECKING:
     from .writes import Writes
 
 __all__ = [
-    "FINAL",
-    "PART_PREFIX",
-    "check_budget",
-    "check_prompt_version",
     "define_context",
     "explained",
     "invalidated",
     "invalidations",
-    "mark",
     "model_name",
     "new_record",
     "note_requests",
     "read_part",
     "reasoning",
-    "recorded",
     "response_id",
     "start_record",
     "usage",

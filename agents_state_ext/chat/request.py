@@ -17,12 +17,13 @@ from agents.result import RunResultBase, RunResultStreaming
 from agents.tracing import Trace, custom_span
 from openai.types.responses import ResponseCreatedEvent, ResponseTextDeltaEvent
 
+from .._binding import recorded
 from .._state import ConversationState
 from .._tracing import RESEED_SPAN, attempt_trace
 from .deps import ChatDeps, Turn
 from .events import Events
 from .parking import load
-from .records import define_context, note_requests, recorded, response_id
+from .records import define_context, note_requests, response_id
 from .writes import Writes
 
 __all__ = ["answer", "cancel_call", "settle_cancel", "trace_for"]

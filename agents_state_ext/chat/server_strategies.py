@@ -18,11 +18,12 @@ from .._nodes import Node
 from .._reasoning import count_reasoning
 from .._state import ConversationState, StrategyName
 from ..errors import GraphError
+from .deps import Loaded
 from .forks import place
 from .plan import Plan, chained, nearest_complete_assistant
 from .records import reasoning
 from .reseed import previous_response_lost
-from .strategy_base import Loaded, Strategy
+from .strategy_base import Strategy
 
 if TYPE_CHECKING:
     from .deps import ChatDeps, Turn

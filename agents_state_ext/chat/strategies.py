@@ -31,9 +31,10 @@ from agents import RunConfig
 
 from .._nodes import Node
 from .._state import ConversationState, StrategyName
+from .deps import ChatStrategy, Loaded
 from .plan import Plan, with_history
 from .server_strategies import ConversationStrategy, PreviousResponseStrategy
-from .strategy_base import ChatStrategy, Loaded, Strategy
+from .strategy_base import Strategy
 
 if TYPE_CHECKING:
     from .deps import ChatDeps, Turn

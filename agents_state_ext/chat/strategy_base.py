@@ -3,7 +3,7 @@
 A strategy object holds nothing that changes: what it reads and writes is given to each call —
 the handle's dependencies (:class:`~.deps.ChatDeps`), its book of writes
 (:class:`~.writes.Writes`: the graph, the budget, the registry of server conversations) and the
-attempt's :class:`~.deps.Turn`. What a chat asks of its strategy (:class:`ChatStrategy`) is
+attempt's :class:`~.deps.Turn`. What a chat asks of its strategy (:class:`~.deps.ChatStrategy`) is
 with the turn's values in :mod:`.deps`, and re-exported here; the strategies themselves are in
 :mod:`.strategies`.
 """
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from .._nodes import Node
 from .._state import ConversationState, StrategyName
 from ..errors import GraphError, MixedStateOwnerError
-from .deps import ChatDeps, ChatStrategy, Loaded, Turn
+from .deps import ChatDeps, Loaded, Turn
 from .plan import Plan, selected
 
 if TYPE_CHECKING:
     from .writes import Writes
 
-__all__ = ["ChatStrategy", "Loaded", "Strategy", "user_id"]
+__all__ = ["Strategy", "user_id"]
 
 
 class Strategy:

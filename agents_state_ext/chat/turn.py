@@ -28,6 +28,7 @@ from agents.result import RunResultBase
 from .._graph import ConversationGraph
 from .._nodes import Node
 from .._state import ConversationState
+from .._status import FINAL
 from .._status import IN_FLIGHT as _IN_FLIGHT
 from ..errors import ConcurrentUpdateError, InvalidTransitionError, StoreUnavailableError
 from ..stores._token_counts import save_counts
@@ -35,7 +36,7 @@ from .deps import Cancelled, ChatDeps, Completed, Failed, Outcome, Parked, Turn
 from .events import Events
 from .parking import begin as begin_resumed
 from .parking import interruptions, output_items, park, refuse
-from .records import FINAL, invalidations, reasoning, response_id, start_record, usage
+from .records import invalidations, reasoning, response_id, start_record, usage
 from .request import answer, settle_cancel
 from .writes import Writes
 

@@ -9,8 +9,7 @@ from agents import ModelSettings
 from rich.console import Console
 from rich.markup import escape
 
-from ..chat import Attempt, Conversation
-from ..chat.records import check_budget
+from ..chat import Attempt, Conversation, check_budget
 from ..errors import ContextOverflowError, InvalidTargetError
 from ._refs import describe_error, pick, reference, status_text
 from .render import attempt_line, attempts_table, graph_tree, pending_lines, short
