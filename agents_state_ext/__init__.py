@@ -17,7 +17,8 @@ from ._repairs import (
     OpenCallsPolicy,
     ToolCallRepair,
 )
-from ._run import PartialOutput, RunLifecycle, SentRequest
+from ._request import PartialOutput, SentRequest
+from ._run import RunLifecycle
 from ._session_export import ExportReport, export_session
 from ._session_import import ImportReport, import_session
 from ._state import ConversationState, ServerConversationState

@@ -9,7 +9,7 @@ from agents import Agent, RunState
 
 from . import _compat
 from ._envelope import LEDGER_FORMAT, open_envelope, seal_envelope
-from ._run import PartialOutput
+from ._request import PartialOutput
 from .errors import MixedStateOwnerError, StateBlobError
 from .owners import owner_class
 

@@ -37,13 +37,7 @@ from .errors import (
     RunInProgressError,
 )
 
-__all__ = [
-    "REQUEST_HISTORY",
-    "PartialOutput",
-    "RequestCall",
-    "RunLifecycle",
-    "SentRequest",
-]
+__all__ = ["RunLifecycle"]
 
 
 class RunLifecycle:

@@ -7,7 +7,6 @@ went out.
 
 from __future__ import annotations
 
-from .._request import REQUEST_HISTORY, PartialOutput, SentRequest
 from .base import ModelCall, WrappedModel, WrappedProvider
 from .recorded import RecordedModel, RecordedModelProvider, innermost
 from .tracked import TrackedModel, TrackedModelProvider
@@ -23,14 +22,11 @@ from .wire import (
 )
 
 __all__ = [
-    "REQUEST_HISTORY",
     "REQUEST_ID_HEADER",
     "ModelCall",
-    "PartialOutput",
     "RecordedModel",
     "RecordedModelProvider",
     "RequestTap",
-    "SentRequest",
     "TrackedModel",
     "TrackedModelProvider",
     "WireRequest",
